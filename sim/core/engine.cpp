@@ -1,0 +1,227 @@
+#include "sim/core/engine.h"
+
+#include <algorithm>
+#include <queue>
+#include <stdexcept>
+#include <string>
+
+namespace zerosim {
+
+const char* stream_name(Stream s) {
+  switch (s) {
+    case Stream::Compute: return "compute";
+    case Stream::DpComm: return "dp-comm";
+    case Stream::TpComm: return "tp-comm";
+    case Stream::PpComm: return "pp-comm";
+    case Stream::H2D: return "h2d";
+    case Stream::D2H: return "d2h";
+    case Stream::Cpu: return "cpu";
+  }
+  return "?";
+}
+
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Reduce: return "reduce";
+    case CollectiveKind::AllToAll: return "all_to_all";
+    case CollectiveKind::SendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::Forward: return "forward";
+    case Phase::Backward: return "backward";
+    case Phase::Optimizer: return "optimizer";
+    case Phase::Communication: return "communication";
+    case Phase::Other: return "other";
+  }
+  return "?";
+}
+
+const char* mem_category_name(MemCategory c) {
+  switch (c) {
+    case MemCategory::Params: return "params";
+    case MemCategory::Grads: return "grads";
+    case MemCategory::OptimizerStates: return "optimizer_states";
+    case MemCategory::Activations: return "activations";
+    case MemCategory::Buffers: return "buffers";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Event {
+  SimTime time;
+  std::uint64_t seq;
+  OpId op;
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : seq > o.seq;
+  }
+};
+
+// splitmix64 finaliser: a cheap, well-mixed fold for the fingerprint.
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  std::uint64_t z = h ^ (v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+class Runner {
+ public:
+  Runner(const Plan& plan, ComputeModel& compute, CommBackend& comm)
+      : plan_(plan), compute_(compute), comm_(comm) {}
+
+  EngineResult run() {
+    build_graph();
+    const std::size_t n = plan_.ops.size();
+    result_.start.assign(n, -1);
+    result_.end.assign(n, -1);
+    result_.order.reserve(n);
+    arrived_.assign(plan_.collectives.size(), 0);
+    for (OpId op = 0; op < n; ++op) {
+      if (remaining_[op] == 0) release(op, 0);
+    }
+    std::vector<std::uint32_t> done;
+    while (true) {
+      SimTime t_heap = heap_.empty() ? kNever : heap_.top().time;
+      SimTime t_comm = comm_.next_completion();
+      if (t_heap == kNever && t_comm == kNever) break;
+      if (t_heap <= t_comm) {
+        Event e = heap_.top();
+        heap_.pop();
+        finish(e.op, e.time);
+      } else {
+        done.clear();
+        comm_.pop_completed(t_comm, done);
+        for (std::uint32_t c : done) {
+          const Collective& coll = plan_.collectives[c];
+          for (std::uint32_t i = 0; i < coll.member_count; ++i) {
+            finish(plan_.members[coll.member_begin + i], t_comm);
+          }
+        }
+      }
+    }
+    if (result_.order.size() != n) report_deadlock();
+    return std::move(result_);
+  }
+
+ private:
+  void build_graph() {
+    const std::size_t n = plan_.ops.size();
+    remaining_.assign(n, 0);
+    next_on_stream_.assign(n, kNoOp);
+    std::vector<OpId> last(static_cast<std::size_t>(plan_.num_ranks) * kNumStreams, kNoOp);
+    std::vector<std::uint32_t> fanout(n + 1, 0);
+    for (OpId op = 0; op < n; ++op) {
+      const Op& o = plan_.ops[op];
+      if (o.rank < 0 || o.rank >= plan_.num_ranks) throw std::logic_error("op rank out of range");
+      OpId& prev = last[static_cast<std::size_t>(o.rank) * kNumStreams + static_cast<int>(o.stream)];
+      if (prev != kNoOp) {
+        next_on_stream_[prev] = op;
+        ++remaining_[op];
+      }
+      prev = op;
+      remaining_[op] += o.dep_count;
+      for (std::uint32_t i = 0; i < o.dep_count; ++i) {
+        OpId d = plan_.deps[o.dep_begin + i];
+        if (d >= n) throw std::logic_error("dependency on a missing op");
+        ++fanout[d + 1];
+      }
+    }
+    for (std::size_t i = 1; i <= n; ++i) fanout[i] += fanout[i - 1];
+    dependents_begin_ = fanout;
+    dependents_.assign(fanout[n], 0);
+    for (OpId op = 0; op < n; ++op) {
+      const Op& o = plan_.ops[op];
+      for (std::uint32_t i = 0; i < o.dep_count; ++i) {
+        OpId d = plan_.deps[o.dep_begin + i];
+        dependents_[fanout[d]++] = op;
+      }
+    }
+  }
+
+  void release(OpId op, SimTime now) {
+    const Op& o = plan_.ops[op];
+    result_.start[op] = now;
+    switch (o.kind) {
+      case OpKind::Compute:
+      case OpKind::Copy:
+        heap_.push({now + compute_.duration(plan_, op), seq_++, op});
+        break;
+      case OpKind::Alloc:
+      case OpKind::Free:
+        heap_.push({now, seq_++, op});
+        break;
+      case OpKind::Collective: {
+        auto c = static_cast<std::uint32_t>(o.work);
+        if (++arrived_[c] == plan_.collectives[c].member_count) {
+          // The collective starts when its last member arrives; earlier members waited for it.
+          const Collective& coll = plan_.collectives[c];
+          for (std::uint32_t i = 0; i < coll.member_count; ++i) {
+            result_.start[plan_.members[coll.member_begin + i]] = now;
+          }
+          comm_.start(plan_, c, now);
+        }
+        break;
+      }
+    }
+  }
+
+  void finish(OpId op, SimTime now) {
+    const Op& o = plan_.ops[op];
+    result_.end[op] = now;
+    result_.order.push_back(op);
+    result_.makespan = std::max(result_.makespan, now);
+    ++result_.events;
+    std::uint64_t h = mix(result_.fingerprint, static_cast<std::uint64_t>(now));
+    h = mix(h, (static_cast<std::uint64_t>(o.kind) << 32) | static_cast<std::uint32_t>(o.rank));
+    h = mix(h, op);
+    result_.fingerprint = mix(h, static_cast<std::uint64_t>(o.bytes));
+    for (std::uint32_t i = dependents_begin_[op]; i < dependents_begin_[op + 1]; ++i) {
+      OpId d = dependents_[i];
+      if (--remaining_[d] == 0) release(d, now);
+    }
+    OpId next = next_on_stream_[op];
+    if (next != kNoOp && --remaining_[next] == 0) release(next, now);
+  }
+
+  [[noreturn]] void report_deadlock() {
+    for (OpId op = 0; op < plan_.ops.size(); ++op) {
+      if (result_.end[op] < 0) {
+        const Op& o = plan_.ops[op];
+        throw std::logic_error("plan deadlock: op " + std::to_string(op) + " '" +
+                               plan_.names[o.name] + "' on rank " + std::to_string(o.rank) +
+                               " stream " + stream_name(o.stream) + " never finished");
+      }
+    }
+    throw std::logic_error("plan deadlock");
+  }
+
+  const Plan& plan_;
+  ComputeModel& compute_;
+  CommBackend& comm_;
+  EngineResult result_;
+  std::vector<std::uint32_t> remaining_;
+  std::vector<OpId> next_on_stream_;
+  std::vector<std::uint32_t> dependents_begin_;
+  std::vector<OpId> dependents_;
+  std::vector<std::uint32_t> arrived_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
+  std::uint64_t seq_ = 0;
+};
+
+}  // namespace
+
+EngineResult run_engine(const Plan& plan, ComputeModel& compute, CommBackend& comm) {
+  return Runner(plan, compute, comm).run();
+}
+
+}  // namespace zerosim

@@ -1,0 +1,94 @@
+#pragma once
+// Transformer description and the per-layer quantities every other folder derives from it:
+// parameter counts, GEMM shapes, FLOPs and activation sizes.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zerosim {
+
+enum class MlpKind { Gelu, Swiglu, Relu };
+enum class NormKind { LayerNorm, RmsNorm };
+enum class PositionKind { Learned, Rotary, Alibi };
+enum class Recompute { None, Selective, Full };
+
+std::string to_string(MlpKind k);
+std::string to_string(Recompute r);
+
+struct ModelSpec {
+  std::string name;               // preset name, HF path, or "inline"
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_kv_heads = 0;  // == num_attention_heads without GQA
+  std::int64_t ffn_hidden_size = 0;
+  std::int64_t vocab_size = 0;
+  std::int64_t seq_length = 0;    // training sequence length
+  std::int64_t max_position_embeddings = 0;
+  MlpKind mlp = MlpKind::Gelu;
+  NormKind norm = NormKind::LayerNorm;
+  PositionKind position = PositionKind::Learned;
+  bool tied_embeddings = true;
+  bool linear_bias = true;        // GPT-3/BLOOM: biases on every linear; Llama: none
+  std::string source;             // citation for presets
+
+  std::int64_t head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+// Parameter counts, exact for the architecture described.
+struct ParamCounts {
+  std::int64_t per_layer = 0;       // one transformer block (attention + MLP + norms)
+  std::int64_t embedding = 0;       // token (+ learned position) embedding
+  std::int64_t output = 0;          // output projection; 0 when tied to the embedding
+  std::int64_t final_norm = 0;
+  std::int64_t total = 0;           // per_layer * layers + embedding + output + final_norm
+  std::int64_t largest_module = 0;  // largest single weight matrix (DeepSpeed's largest layer)
+};
+ParamCounts count_params(const ModelSpec& m);
+
+// One GEMM of the forward pass: C[m x n] = A[m x k] * B[k x n], counted `count` times.
+// Backward runs two GEMMs of the same FLOPs for each forward one (dgrad, wgrad).
+struct Gemm {
+  std::string name;
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t count = 1;
+  double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
+};
+
+// Work of one transformer layer's forward pass on one GPU of a TP group of size tp.
+struct LayerWork {
+  std::vector<Gemm> gemms;          // weight GEMMs with TP-split shapes
+  double attention_flops = 0;       // QK^T and attention*V (batched GEMMs), forward
+  double elementwise_bytes = 0;     // HBM bytes moved by norms, activation, softmax, dropout, residual
+  double flops() const;             // total forward FLOPs
+};
+LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
+                             bool sequence_parallel, bool flash_attention);
+
+// Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch.
+double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
+
+// Model FLOPs per token, no recomputation: 3 x forward (forward + backward = 2 x forward) summed
+// over layers and logits. The MFU numerator.
+double model_flops_per_token(const ModelSpec& m);
+
+// Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,
+// 6), generalised to ffn != 4h, gated MLPs and GQA; flash attention drops the 5as^2b term.
+double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
+                                  bool sequence_parallel, Recompute recompute, bool flash_attention);
+
+// Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
+std::vector<std::string> model_preset_names();
+ModelSpec model_preset(const std::string& name, const std::string& key_path);
+
+// `model` value of a scenario: a preset name, a path to a Hugging Face config.json, or an inline
+// object with the keys of the zerosim-published-cases/1 format. Throws InputError with key paths.
+ModelSpec model_from_json(const nlohmann::json& value, const std::string& key_path);
+ModelSpec model_from_hf_config(const nlohmann::json& config, const std::string& origin);
+
+// The inline object form of a model (the case-format keys), used to echo the resolved scenario.
+nlohmann::json model_to_json(const ModelSpec& m);
+
+}  // namespace zerosim
