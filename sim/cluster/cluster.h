@@ -18,6 +18,7 @@ struct GpuSpec {
   double peak_tflops_bf16 = 0;
   double peak_tflops_tf32 = 0;
   double peak_tflops_fp8 = 0;       // 0 when the GPU has no FP8 tensor cores
+  double peak_tflops_fp32 = 0;      // non-tensor (CUDA-core) FP32 peak, what Precision::Fp32 means
   double gemm_efficiency = 0;       // best achievable GEMM / peak (MAMF), 0..1
   std::int64_t hbm_bytes = 0;
   double hbm_bandwidth = 0;         // bytes/s, spec
@@ -73,8 +74,18 @@ struct ClusterSpec {
 
 std::vector<std::string> cluster_preset_names();
 
+// The preset file topologies/<name>.json exactly as compiled into the binary (with its
+// description and sources), and its one-line description for `zerosim list clusters`.
+// Both throw InputError (key path "cluster.preset") for an unknown name.
+nlohmann::json cluster_preset_json(const std::string& name);
+std::string cluster_preset_description(const std::string& name);
+
 // The `cluster` object of a scenario: {"preset": name, "nodes": n} or {"preset": name,
-// "num_gpus": g}, with any ClusterSpec field overridable by key (e.g. "nic_bandwidth": "400Gbps").
+// "num_gpus": g}, with any ClusterSpec field overridable by key (e.g. "nic_bandwidth": "400Gbps";
+// GPU and host fields inside "gpu" / "host" objects, merged key by key). {"preset": "inline", ...}
+// gives every field itself. num_gpus must be a multiple of gpus_per_node, except that fewer GPUs
+// than one node holds mean one partial node (nodes = 1, gpus_per_node = num_gpus).
+// nvlink_domain_gpus is capped at num_gpus. Overridden fields get a "sources" entry saying so.
 // Throws InputError with the key path on any bad value.
 ClusterSpec cluster_from_json(const nlohmann::json& value, const std::string& key_path);
 

@@ -16,6 +16,8 @@ enum class Recompute { None, Selective, Full };
 
 std::string to_string(MlpKind k);
 std::string to_string(Recompute r);
+std::string to_string(NormKind k);      // "layernorm", "rmsnorm"
+std::string to_string(PositionKind k);  // "learned", "rotary", "alibi"
 
 struct ModelSpec {
   std::string name;               // preset name, HF path, or "inline"
@@ -33,9 +35,16 @@ struct ModelSpec {
   bool tied_embeddings = true;
   bool linear_bias = true;        // GPT-3/BLOOM: biases on every linear; Llama: none
   std::string source;             // citation for presets
+  bool embedding_norm = false;    // BLOOM: LayerNorm right after the word embedding
 
   std::int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  bool operator==(const ModelSpec&) const = default;
 };
+
+// Checks sizes are positive integers within 64-bit-safe bounds, heads divide hidden, kv heads
+// divide heads, and seq_length fits a learned position table. Throws InputError naming
+// key_join(key_path, "<field>") and what is allowed.
+void validate_model(const ModelSpec& m, const std::string& key_path);
 
 // Parameter counts, exact for the architecture described.
 struct ParamCounts {
@@ -45,6 +54,10 @@ struct ParamCounts {
   std::int64_t final_norm = 0;
   std::int64_t total = 0;           // per_layer * layers + embedding + output + final_norm
   std::int64_t largest_module = 0;  // largest single weight matrix (DeepSpeed's largest layer)
+  // per_layer split into the attention block (its norm, QKV, output projection) and the MLP
+  // block (its norm and linears): the units ZeRO-3 fetches and the gradient hooks hand over.
+  std::int64_t attention_block = 0, mlp_block = 0;
+  std::int64_t attention_norm = 0, mlp_norm = 0;  // replicated under tensor parallelism
 };
 ParamCounts count_params(const ModelSpec& m);
 
@@ -67,11 +80,17 @@ struct LayerWork {
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention);
 
-// Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch.
+// Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch:
+// 2 * b * s * h * vocab, the whole layer (not divided by TP).
 double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
 
 // Model FLOPs per token, no recomputation: 3 x forward (forward + backward = 2 x forward) summed
-// over layers and logits. The MFU numerator.
+// over layers and logits. The MFU numerator. With d = head_dim, kv = num_kv_heads, f = ffn,
+// g = 3 for a gated MLP else 2, l = layers, V = vocab, s = seq_length:
+//   3 * [ l * (2h(h + 2*kv*d) + 2h^2 + 2*g*h*f + 4*s*h) + 2*h*V ]
+// Weight GEMMs and the QK^T / AV batched GEMMs only (no bias, norm or softmax FLOPs); the causal
+// mask is not discounted. For ffn = 4h, kv = heads, g = 2 this is Megatron's
+// 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) divided by the B*s tokens of the batch.
 double model_flops_per_token(const ModelSpec& m);
 
 // Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,
@@ -85,7 +104,13 @@ ModelSpec model_preset(const std::string& name, const std::string& key_path);
 
 // `model` value of a scenario: a preset name, a path to a Hugging Face config.json, or an inline
 // object with the keys of the zerosim-published-cases/1 format. Throws InputError with key paths.
+// A file path is read relative to the current directory; errors inside it name
+// "<key_path>(<file>).<hf key>". Object keys besides the case format: preset (base preset name),
+// hf_config (base config.json path), name, source, max_position_embeddings, norm
+// (layernorm|rmsnorm), position (learned|rotary|alibi), linear_bias, embedding_norm.
 ModelSpec model_from_json(const nlohmann::json& value, const std::string& key_path);
+// `origin` is the key-path prefix used in errors (model_from_json passes "<key_path>(<file>)")
+// and the spec's name.
 ModelSpec model_from_hf_config(const nlohmann::json& config, const std::string& origin);
 
 // The inline object form of a model (the case-format keys), used to echo the resolved scenario.

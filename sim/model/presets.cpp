@@ -1,0 +1,132 @@
+// Published model architectures. Each preset cites where its numbers come from.
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/model/model.h"
+
+namespace zerosim {
+namespace {
+
+// GPT-3 (Brown et al. 2020, arXiv:2005.14165, Table 2.1): learned position embeddings, tied
+// input/output embeddings, biases on every linear, LayerNorm, GeLU, ffn = 4 * d_model,
+// n_ctx = 2048, GPT-2 BPE vocabulary of 50257 tokens (Sec. 2.1 / GPT-2 tokenizer; Megatron pads
+// it to 51200, which is not used here).
+ModelSpec gpt3(const std::string& name, std::int64_t layers, std::int64_t hidden,
+               std::int64_t heads, const std::string& note) {
+  ModelSpec m;
+  m.name = name;
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.num_kv_heads = heads;
+  m.ffn_hidden_size = 4 * hidden;
+  m.vocab_size = 50257;
+  m.seq_length = 2048;
+  m.max_position_embeddings = 2048;
+  m.mlp = MlpKind::Gelu;
+  m.norm = NormKind::LayerNorm;
+  m.position = PositionKind::Learned;
+  m.tied_embeddings = true;
+  m.linear_bias = true;
+  m.source = "Brown et al. 2020, Language Models are Few-Shot Learners (arXiv:2005.14165), Table 2.1" +
+             note;
+  return m;
+}
+
+// Llama 2 and Llama 3: RMSNorm, rotary positions, SwiGLU, no biases, untied output head.
+ModelSpec llama(const std::string& name, std::int64_t layers, std::int64_t hidden,
+                std::int64_t heads, std::int64_t kv_heads, std::int64_t ffn, std::int64_t vocab,
+                std::int64_t seq, std::int64_t max_positions, const std::string& source) {
+  ModelSpec m;
+  m.name = name;
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.num_attention_heads = heads;
+  m.num_kv_heads = kv_heads;
+  m.ffn_hidden_size = ffn;
+  m.vocab_size = vocab;
+  m.seq_length = seq;
+  m.max_position_embeddings = max_positions;
+  m.mlp = MlpKind::Swiglu;
+  m.norm = NormKind::RmsNorm;
+  m.position = PositionKind::Rotary;
+  m.tied_embeddings = false;
+  m.linear_bias = false;
+  m.source = source;
+  return m;
+}
+
+const char* kLlama2 =
+    "Touvron et al. 2023, Llama 2 (arXiv:2307.09288), Table 1 (context 4096, GQA for 70B) and "
+    "the meta-llama/Llama-2-*-hf config.json (hidden, layers, heads, intermediate_size, vocab "
+    "32000)";
+const char* kLlama3 =
+    "Llama Team 2024, The Llama 3 Herd of Models (arXiv:2407.21783), Table 3 (layers, model "
+    "dimension, FFN dimension, heads, 8 KV heads, vocab 128000 + 256 special = 128256, pre-training "
+    "context 8192) and the meta-llama/Meta-Llama-3*-* config.json";
+
+ModelSpec bloom_176b() {
+  ModelSpec m;
+  m.name = "bloom-176b";
+  m.num_layers = 70;
+  m.hidden_size = 14336;
+  m.num_attention_heads = 112;
+  m.num_kv_heads = 112;
+  m.ffn_hidden_size = 4 * 14336;
+  m.vocab_size = 250880;
+  m.seq_length = 2048;
+  m.max_position_embeddings = 2048;  // ALiBi: no position table; the training context
+  m.mlp = MlpKind::Gelu;
+  m.norm = NormKind::LayerNorm;
+  m.position = PositionKind::Alibi;
+  m.tied_embeddings = true;
+  m.linear_bias = true;
+  m.embedding_norm = true;
+  m.source =
+      "BigScience 2022, BLOOM (arXiv:2211.05100), Table 3 (70 layers, d 14336, 112 heads, seq 2048, "
+      "vocab 250880 padded, ALiBi, embedding LayerNorm) and bigscience/bloom config.json";
+  return m;
+}
+
+const std::vector<ModelSpec>& presets() {
+  static const std::vector<ModelSpec> table = {
+      // Table 2.1 prints n_heads = 24 with d_head = 128 for GPT-3 XL; 24 does not divide 2048, so
+      // the d_head = 128 reading (16 heads) is used. Heads do not change parameters or FLOPs.
+      gpt3("gpt3-1.3b", 24, 2048, 16, " (XL; 16 heads of 128, see note)"),
+      gpt3("gpt3-2.7b", 32, 2560, 32, ""),
+      gpt3("gpt3-6.7b", 32, 4096, 32, ""),
+      // Table 2.1 prints d_model = 5140, which 40 heads cannot divide; n_heads * d_head =
+      // 40 * 128 = 5120 is used (as Megatron and other replications do).
+      gpt3("gpt3-13b", 40, 5120, 40, " (d_model 5120 = 40 heads x 128; the table prints 5140)"),
+      gpt3("gpt3-175b", 96, 12288, 96, ""),
+      llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096, 4096, kLlama2),
+      llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096, 4096, kLlama2),
+      llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096, 4096, kLlama2),
+      llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 8192, kLlama3),
+      llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 8192, kLlama3),
+      // 405B exists only as Llama 3.1, whose config allows 131072 positions (rotary; no table).
+      llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 131072, kLlama3),
+      bloom_176b(),
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& m : presets()) names.push_back(m.name);
+  return names;
+}
+
+ModelSpec model_preset(const std::string& name, const std::string& key_path) {
+  for (const auto& m : presets())
+    if (m.name == name) return m;
+  const auto names = model_preset_names();
+  throw InputError(key_path, "unknown model preset '" + name + "'" + did_you_mean(name, names) +
+                                 "; presets: " + join_list(names) +
+                                 ", or a path to a Hugging Face config.json, or an object");
+}
+
+}  // namespace zerosim

@@ -1,0 +1,137 @@
+// FLOPs and activation memory against the closed forms of Megatron-LM (Narayanan et al. SC21,
+// Sec. 5.1), PaLM (Chowdhery et al. 2022, App. B) and Korthikanti et al. 2022 (arXiv:2205.05198).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/core/error.h"
+#include "sim/model/model.h"
+
+namespace zerosim {
+namespace {
+
+TEST(modelFlops, MatchesMegatronFormulaForGpt3) {
+  const ModelSpec m = model_preset("gpt3-175b", "model");
+  const double l = m.num_layers, h = m.hidden_size, s = m.seq_length, V = m.vocab_size;
+  // Megatron: 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) per iteration of B sequences, no recompute.
+  const double megatron_per_token = 72.0 * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+  EXPECT_NEAR(model_flops_per_token(m) / megatron_per_token, 1.0, 1e-9);
+}
+
+TEST(modelFlops, MatchesPalmFormulaForLlama) {
+  // PaLM App. B: 6N + 12*L*H*Q*T per token, N the matmul parameters (untied output head
+  // included, input embedding and norms excluded), H*Q = hidden, T = sequence.
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const ParamCounts c = count_params(m);
+  const double norms = m.num_layers * 2.0 * m.hidden_size + m.hidden_size;
+  const double n = static_cast<double>(c.total - c.embedding) - norms;
+  const double palm = 6.0 * n + 12.0 * m.num_layers * m.hidden_size * double(m.seq_length);
+  EXPECT_NEAR(model_flops_per_token(m) / palm, 1.0, 1e-12);
+}
+
+TEST(modelFlops, TensorParallelSplitsEveryGemm) {
+  const ModelSpec m = model_preset("llama3-70b", "model");
+  const LayerWork one = layer_forward_work(m, 2, 1, false, false);
+  const LayerWork eight = layer_forward_work(m, 2, 8, true, false);
+  ASSERT_EQ(one.gemms.size(), eight.gemms.size());
+  for (std::size_t i = 0; i < one.gemms.size(); ++i) {
+    EXPECT_EQ(one.gemms[i].m, 2 * m.seq_length);  // tokens of the micro-batch
+    EXPECT_DOUBLE_EQ(one.gemms[i].flops(), 8.0 * eight.gemms[i].flops()) << one.gemms[i].name;
+  }
+  const double b = 2, s = m.seq_length, h = m.hidden_size;
+  EXPECT_DOUBLE_EQ(one.attention_flops, 4.0 * b * s * s * h);
+  EXPECT_DOUBLE_EQ(eight.attention_flops, 4.0 * b * s * s * h / 8.0);
+  // Column-parallel QKV: n split; row-parallel out projection: k split.
+  EXPECT_EQ(eight.gemms[0].n, (8192 + 2 * 8 * 128) / 8);
+  EXPECT_EQ(eight.gemms[1].k, 8192 / 8);
+}
+
+TEST(modelFlops, ElementwiseTrafficShrinksWithSpAndFlash) {
+  const ModelSpec m = model_preset("gpt3-175b", "model");
+  const double base = layer_forward_work(m, 1, 8, false, false).elementwise_bytes;
+  const double sp = layer_forward_work(m, 1, 8, true, false).elementwise_bytes;
+  const double flash = layer_forward_work(m, 1, 8, false, true).elementwise_bytes;
+  EXPECT_LT(sp, base);
+  EXPECT_LT(flash, base);
+  // Documented count at tp=1, no flash: 22sbh + 4sbf + 9as^2b bytes (GPT-3 has no rotary).
+  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, a = 96;
+  EXPECT_DOUBLE_EQ(layer_forward_work(m, 1, 1, false, false).elementwise_bytes,
+                   22 * s * h + 4 * s * f + 9 * a * s * s);
+}
+
+TEST(modelFlops, TpMustDivideHeadsAndFfn) {
+  const ModelSpec m = model_preset("llama3-8b", "model");  // 8 kv heads
+  try {
+    layer_forward_work(m, 1, 16, false, true);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "parallel.tp");
+  }
+}
+
+// Korthikanti et al. 2022, Table 2 / eq. 1, 2, 4, 6, for a GPT-3 175B layer.
+class modelKorthikanti : public ::testing::Test {
+ protected:
+  ModelSpec m = model_preset("gpt3-175b", "model");
+  double s = m.seq_length, h = m.hidden_size, a = m.num_attention_heads;
+  double act(std::int64_t b, std::int64_t t, bool sp, Recompute r, bool flash = false) {
+    return activation_bytes_per_layer(m, b, t, sp, r, flash);
+  }
+};
+
+TEST_F(modelKorthikanti, Eq1NoParallelism) {
+  for (std::int64_t b : {1, 4}) {
+    EXPECT_DOUBLE_EQ(act(b, 1, false, Recompute::None), 34 * s * b * h + 5 * a * s * s * b);
+    EXPECT_DOUBLE_EQ(act(b, 1, false, Recompute::None), s * b * h * (34 + 5 * a * s / h));
+  }
+}
+
+TEST_F(modelKorthikanti, Eq2TensorParallel) {
+  const double b = 2, t = 8;
+  EXPECT_DOUBLE_EQ(act(2, 8, false, Recompute::None), s * b * h * (10 + 24 / t + 5 * a * s / (h * t)));
+}
+
+TEST_F(modelKorthikanti, Eq4TensorAndSequenceParallel) {
+  const double b = 2, t = 8;
+  EXPECT_DOUBLE_EQ(act(2, 8, true, Recompute::None), s * b * h / t * (34 + 5 * a * s / h));
+}
+
+TEST_F(modelKorthikanti, SelectiveRecomputeAndFlashDropTheScoreTerm) {
+  const double b = 2, t = 8;
+  EXPECT_DOUBLE_EQ(act(2, 8, false, Recompute::Selective), s * b * h * (10 + 24 / t));
+  EXPECT_DOUBLE_EQ(act(2, 8, true, Recompute::Selective), 34 * s * b * h / t);  // eq. 6
+  EXPECT_DOUBLE_EQ(act(2, 8, true, Recompute::None, true), 34 * s * b * h / t);
+  EXPECT_DOUBLE_EQ(act(2, 1, false, Recompute::None, true), 34 * s * b * h);
+}
+
+TEST_F(modelKorthikanti, FullRecomputeKeepsLayerInput) {
+  const double b = 2, t = 8;
+  EXPECT_DOUBLE_EQ(act(2, 8, false, Recompute::Full), 2 * s * b * h);
+  EXPECT_DOUBLE_EQ(act(2, 8, true, Recompute::Full), 2 * s * b * h / t);
+}
+
+TEST(modelActivations, GeluWithOtherFfnMatchesTranscribedFormula) {
+  // memory.md: for ffn != 4h, sb(18h + 4 d_ff) + 5as^2b.
+  ModelSpec m = model_preset("gpt3-2.7b", "model");
+  m.ffn_hidden_size = 3 * m.hidden_size;
+  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, a = m.num_attention_heads;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 1, false, Recompute::None, false),
+                   s * (18 * h + 4 * f) + 5 * a * s * s);
+}
+
+TEST(modelActivations, SwigluAndGqaRecount) {
+  // Llama-3-8B: Q 2sbh, K and V 2sb*kvw each (kvw = 1024), SwiGLU intermediates 6sbf.
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, k = 8 * 128;
+  const double expected = 4 * s * h                          // norm inputs
+                          + 2 * s * h + 2 * s * h + 4 * s * k  // QKV input, Q, K, V
+                          + 2 * s * h + s * h                  // out-proj input, dropout mask
+                          + 2 * s * h + s * h + 6 * s * f;     // MLP input, mask, intermediates
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 1, false, Recompute::Selective, true), expected);
+  // With TP the 10sbh replicated part stays whole.
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 4, false, Recompute::Selective, true),
+                   10 * s * h + (expected - 10 * s * h) / 4);
+}
+
+}  // namespace
+}  // namespace zerosim
