@@ -1,0 +1,52 @@
+#include <boost/program_options/errors.hpp>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "sim/cli/commands.h"
+#include "sim/core/error.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: zerosim <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  simulate [SCENARIO.json] [flags]   simulate one training step (summary, --json, --trace)\n"
+    "  memory   [SCENARIO.json] [flags]   per-GPU memory and whether it fits, without timing\n"
+    "  list     models|clusters|keys      what the scenario can name\n"
+    "  bench                              engine speed at DP = 8 .. 4096 (events/s)\n"
+    "\n"
+    "Run `zerosim <command> --help` for its flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  try {
+    if (command == "simulate") return zerosim::cli::cmd_simulate(args, false);
+    if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
+    if (command == "list") return zerosim::cli::cmd_list(args);
+    if (command == "bench") return zerosim::cli::cmd_bench(args);
+    std::cerr << "zerosim: error: unknown command '" << command << "'"
+              << zerosim::did_you_mean(command, {"simulate", "memory", "list", "bench"})
+              << "; commands: simulate, memory, list, bench\n";
+    return 2;
+  } catch (const zerosim::InputError& e) {
+    std::cerr << "zerosim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "zerosim: error: " << e.what() << " (see zerosim " << command << " --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "zerosim: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,61 @@
+#pragma once
+// Analytical (alpha-beta) collectives without contention: NCCL's ring algorithm over the group,
+// with the bus bandwidth of the slowest link class the ring crosses. Fast, and the reference the
+// flow-level network must agree with when nothing contends.
+//
+//   time = f(kind, n) * S / B_bus + steps(kind, n) * alpha
+//   f = 2(n-1)/n all-reduce; (n-1)/n reduce-scatter, all-gather, all-to-all; 1 broadcast,
+//       reduce, send/recv.  steps = 2(n-1) all-reduce, n-1 others, 1 send/recv.
+//
+// B_bus inside one node is the NVLink bandwidth per GPU times NCCL's achieved fraction. A group
+// spanning nodes runs rings through the rail-aligned NICs: each node has as many inter-node ring
+// edges as it has group members (one channel per member's NIC rail), so
+// B_bus = min(NVLink, members-per-node x NIC bandwidth per GPU) x efficiency.
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "sim/cluster/cluster.h"
+#include "sim/core/engine.h"
+
+namespace zerosim {
+
+// NCCL-achieved fractions of link bandwidth and per-step latencies; sources in analytical.cpp.
+struct LinkConstants {
+  double nvlink_efficiency = 0;
+  double network_efficiency = 0;
+  double step_latency_intra_s = 0;
+  double step_latency_inter_s = 0;
+};
+LinkConstants default_link_constants(const ClusterSpec& c);
+
+struct CollectiveCost {
+  double seconds = 0;
+  double bus_bandwidth = 0;  // bytes/s
+};
+
+// Cost of a collective over `ranks` (global rank ids, node = rank / gpus_per_node).
+CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
+                                     CollectiveKind kind, Bytes bytes,
+                                     const std::int32_t* ranks, int n);
+
+class AnalyticalComm : public CommBackend {
+ public:
+  explicit AnalyticalComm(const ClusterSpec& cluster)
+      : cluster_(cluster), k_(default_link_constants(cluster)) {}
+  void start(const Plan& plan, std::uint32_t c, SimTime now) override;
+  SimTime next_completion() const override;
+  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override;
+
+ private:
+  struct Pending {
+    SimTime end;
+    std::uint32_t c;
+    bool operator>(const Pending& o) const { return end != o.end ? end > o.end : c > o.c; }
+  };
+  const ClusterSpec& cluster_;
+  LinkConstants k_;
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> heap_;
+};
+
+}  // namespace zerosim

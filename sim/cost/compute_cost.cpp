@@ -1,0 +1,131 @@
+#include "sim/cost/compute_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zerosim {
+
+// Sources of the defaults in ComputeConstants:
+//  - GEMM ceiling: the cluster preset's gemm_efficiency, the maximum achievable matmul FLOPS
+//    measured by Bekman's mamf-finder (ML Engineering Open Book; shared/validation/kernels.md §1).
+//  - FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv:2307.08691, abstract and
+//    Fig. 5-6), forward faster than backward: 0.75 and 0.60 of the GEMM ceiling (0.87 on A100)
+//    give 65 % and 52 % of peak.
+//  - Unfused attention (softmax materialised) runs its batched GEMMs at about half the GEMM
+//    ceiling: Mu Li's A100 benchmarks measure a GPT-2 layer at 53 TFLOP/s against 230 for a
+//    large matmul (kernels.md §1); assumption, calibrated by validate/.
+//  - Kernel gap: back-to-back kernel launches on one stream cost about 1-2 us each (NVIDIA CUDA
+//    best-practices guide, "kernel launch overhead"); 1 us, eight kernels per block.
+//  - Optimizer: a fused mixed-precision Adam reads and writes the fp32 master, m and v (24 B),
+//    reads a 16-bit gradient (2 B) and writes the 16-bit parameter (2 B) = 28 B/param
+//    (kernels.md §3); the gradient upcast and norm add ~6 B/param.
+
+namespace {
+double sat(double d, double knee) { return d / (d + knee); }
+}  // namespace
+
+ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c)
+    : s_(s), c_(c) {
+  const GpuSpec& gpu = s.cluster.gpu;
+  peak_flops_ = gpu.peak_tflops(s.training.precision) * 1e12;
+  gemm_flops_ = peak_flops_ * gpu.gemm_efficiency;
+  hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
+  layer_ = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
+                              s.parallel.sequence_parallel, s.training.flash_attention);
+  seconds_.resize(plan.works.size());
+  picos_.resize(plan.works.size());
+  for (std::size_t w = 0; w < plan.works.size(); ++w) {
+    const Work& work = plan.works[w];
+    double t;
+    if (work.kind == WorkKind::OptimizerStep) {
+      t = static_cast<double>(work.elements) * c_.optimizer_bytes_per_param / hbm_bytes_per_s_ +
+          c_.kernel_overhead_s * 4;
+    } else {
+      t = block_seconds(work.kind);
+    }
+    seconds_[w] = t;
+    picos_[w] = seconds_to_ps(t);
+  }
+}
+
+SimTime ComputeCost::duration(const Plan& plan, OpId op) {
+  return picos_[static_cast<std::size_t>(plan.ops[op].work)];
+}
+
+double ComputeCost::gemm_seconds(const Gemm& g) const {
+  const int sms = std::max(1, s_.cluster.gpu.sm_count);
+  const double tiles = std::ceil(static_cast<double>(g.m) / c_.tile) *
+                       std::ceil(static_cast<double>(g.n) / c_.tile);
+  const double waves = std::ceil(tiles / sms);
+  const double wave_eff = tiles / (waves * sms);
+  const double dim_eff = sat(static_cast<double>(std::min({g.m, g.n, g.k})), c_.small_dim_knee);
+  return g.flops() / (gemm_flops_ * wave_eff * dim_eff);
+}
+
+double ComputeCost::bytes_seconds(double bytes) const { return bytes / hbm_bytes_per_s_; }
+
+double ComputeCost::block_seconds(WorkKind kind) const {
+  const ModelSpec& m = s_.model;
+  const double tp = s_.parallel.tp;
+  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
+  const bool flash = s_.training.flash_attention;
+  const double overhead = c_.kernel_overhead_s * c_.kernels_per_block;
+  auto gemms = [&](bool attention_block) {
+    double t = 0;
+    for (const Gemm& g : layer_.gemms) {
+      bool is_attention = g.name == "qkv" || g.name == "attn_out";
+      if (is_attention == attention_block) t += gemm_seconds(g);
+    }
+    return t;
+  };
+  const double attn_fwd =
+      layer_.attention_flops /
+      (gemm_flops_ * (flash ? c_.flash_forward_efficiency : c_.unfused_attention_efficiency));
+  const double attn_bwd =
+      2.5 * layer_.attention_flops /
+      (gemm_flops_ * (flash ? c_.flash_backward_efficiency : c_.unfused_attention_efficiency));
+  const double elementwise_half = bytes_seconds(layer_.elementwise_bytes / 2);
+  const double attention_fwd = gemms(true) + attn_fwd + elementwise_half + overhead;
+  const double mlp_fwd = gemms(false) + elementwise_half + overhead;
+  const Recompute rc = s_.parallel.recompute;
+  switch (kind) {
+    case WorkKind::AttentionForward: return attention_fwd;
+    case WorkKind::MlpForward: return mlp_fwd;
+    case WorkKind::AttentionBackward: {
+      // dgrad + wgrad GEMMs (2x forward), attention backward, elementwise twice; recomputation
+      // replays the forward (full) or only the attention core (selective).
+      double t = 2 * gemms(true) + attn_bwd + 2 * elementwise_half + 2 * overhead;
+      if (rc == Recompute::Full) t += attention_fwd;
+      if (rc == Recompute::Selective) t += attn_fwd;
+      return t;
+    }
+    case WorkKind::MlpBackward: {
+      double t = 2 * gemms(false) + 2 * elementwise_half + 2 * overhead;
+      if (rc == Recompute::Full) t += mlp_fwd;
+      return t;
+    }
+    case WorkKind::HeadForward: {
+      Gemm logits{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s_.parallel.tp,
+                  m.hidden_size, 1};
+      // Cross-entropy in fp32 over the vocab-parallel logits: read 16-bit logits, write and read
+      // fp32 (10 bytes per logit), plus the final norm.
+      double ce = bytes_seconds(10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size);
+      return gemm_seconds(logits) + ce + overhead;
+    }
+    case WorkKind::HeadBackward: {
+      Gemm logits{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s_.parallel.tp,
+                  m.hidden_size, 1};
+      double ce = bytes_seconds(10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size);
+      return 2 * gemm_seconds(logits) + ce + overhead;
+    }
+    case WorkKind::EmbedForward:
+      // Gather sbh 16-bit rows (read + write), plus the position embedding add when learned.
+      return bytes_seconds(6.0 * sb * m.hidden_size) + c_.kernel_overhead_s * 2;
+    case WorkKind::EmbedBackward:
+      return bytes_seconds(6.0 * sb * m.hidden_size) + c_.kernel_overhead_s * 2;
+    case WorkKind::OptimizerStep: break;
+  }
+  return 0;
+}
+
+}  // namespace zerosim

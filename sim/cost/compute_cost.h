@@ -1,0 +1,47 @@
+#pragma once
+// Compute cost model: how long a compute op of the plan takes on one GPU. A roofline per kernel
+// from the op's shapes: GEMMs at the GPU's best achievable GEMM rate (MAMF) scaled by a tile/wave
+// quantization and small-dimension factor, attention at a FlashAttention-class rate, and
+// elementwise kernels at the achievable HBM bandwidth; kernels of one op run one after another.
+#include <vector>
+
+#include "sim/core/engine.h"
+#include "sim/parallel/training_plan.h"
+
+namespace zerosim {
+
+// Calibratable constants of the compute model; defaults cite their sources in compute_cost.cpp.
+struct ComputeConstants {
+  double flash_forward_efficiency = 0.75;   // of the GEMM efficiency, FlashAttention forward
+  double flash_backward_efficiency = 0.60;  // backward (5 matmuls, recompute of P)
+  double unfused_attention_efficiency = 0.5;  // batched QK^T / PV GEMMs without fusion
+  double small_dim_knee = 128;              // a GEMM dimension d runs at d / (d + knee)
+  int tile = 128;                           // output tile edge for wave quantization
+  double kernel_overhead_s = 1.0e-6;        // per kernel launch gap on the GPU
+  int kernels_per_block = 8;                // kernels of one attention or MLP block pass
+  double optimizer_bytes_per_param = 34;    // fused Adam + gradient upcast/norm, see .cpp
+};
+
+// Durations of every Work of a plan, computed once (ops of the same work cost the same).
+class ComputeCost : public ComputeModel {
+ public:
+  ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c = {});
+  SimTime duration(const Plan& plan, OpId op) override;
+  double work_seconds(int work) const { return seconds_[work]; }
+
+ private:
+  double gemm_seconds(const Gemm& g) const;
+  double bytes_seconds(double bytes) const;
+  double block_seconds(WorkKind kind) const;
+
+  const Scenario& s_;
+  ComputeConstants c_;
+  double peak_flops_ = 0;     // FLOP/s at the training precision
+  double gemm_flops_ = 0;     // best achievable GEMM FLOP/s
+  double hbm_bytes_per_s_ = 0;
+  LayerWork layer_;
+  std::vector<double> seconds_;
+  std::vector<SimTime> picos_;
+};
+
+}  // namespace zerosim

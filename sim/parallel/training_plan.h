@@ -1,0 +1,51 @@
+#pragma once
+// Plan builders: turn a resolved Scenario into the per-rank op DAG that DeepSpeed / PyTorch DDP
+// would run for one training step (steady state: the stage-3 trace is complete, so prefetch is
+// active). Builders never compute a duration; they say what runs, where, after what.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/core/plan.h"
+#include "sim/scenario/scenario.h"
+
+namespace zerosim {
+
+// Compute work the cost model prices. One layer pass is split into its attention block and its
+// MLP block so that ZeRO-3 can fetch and release each block's parameters on its own.
+enum class WorkKind : std::uint8_t {
+  EmbedForward, EmbedBackward, AttentionForward, AttentionBackward, MlpForward, MlpBackward,
+  HeadForward, HeadBackward, OptimizerStep
+};
+
+struct Work {
+  WorkKind kind = WorkKind::AttentionForward;
+  std::int64_t elements = 0;  // OptimizerStep: parameters updated on this rank
+};
+
+enum class GroupKind : std::uint8_t { Dp, Tp, Pp };
+
+// Model states per rank: the allocations the ZeRO paper counts (SC20, section 5).
+struct ModelStateBytes {
+  Bytes params = 0, grads = 0, optimizer_states = 0;
+};
+
+struct TrainingPlan {
+  Plan plan;
+  std::vector<Work> works;
+  std::vector<GroupKind> group_kind;  // per plan group
+  std::int64_t local_params = 0;      // parameters held by one model-parallel shard (Phi)
+  std::int64_t dp_partition = 0;      // ceil(Phi / dp): this rank's ZeRO partition
+  ModelStateBytes model_states;
+};
+
+// With `memory_only`, only the first data-parallel replica (the ranks of one TP group) is
+// instantiated and its DP collectives have that one member: enough to replay memory, which does
+// not depend on the other replicas, at a fraction of the size.
+TrainingPlan build_training_plan(const Scenario& s, bool memory_only = false);
+
+// Bytes one rank sends in a ring collective of `kind` over n ranks with buffer size `bytes`
+// (NCCL's convention: all-gather's buffer is the gathered output, reduce-scatter's the input).
+double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes);
+
+}  // namespace zerosim

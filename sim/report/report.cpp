@@ -1,0 +1,99 @@
+#include "sim/report/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "sim/core/engine.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+std::string gib(double b) { return fmt("%.2f GiB", b / kGiB); }
+std::string human_bytes(double b) {
+  if (b >= 1e9) return fmt("%.2f GB", b / 1e9);
+  if (b >= 1e6) return fmt("%.2f MB", b / 1e6);
+  return fmt("%.0f B", b);
+}
+
+json memory_json(const StepReport& r) {
+  const auto& m = r.memory.category_max;
+  return json{{"params", m[static_cast<int>(MemCategory::Params)]},
+              {"grads", m[static_cast<int>(MemCategory::Grads)]},
+              {"optimizer_states", m[static_cast<int>(MemCategory::OptimizerStates)]},
+              {"activations", m[static_cast<int>(MemCategory::Activations)]},
+              {"buffers", m[static_cast<int>(MemCategory::Buffers)]},
+              {"peak", r.memory.peak}};
+}
+
+}  // namespace
+
+json report_json(const Scenario& s, const StepReport& r, bool with_time) {
+  json j;
+  if (with_time) {
+    j["step_time_s"] = r.step_time_s;
+    j["tokens_per_s"] = r.tokens_per_s;
+    j["tflops_per_gpu"] = r.tflops_per_gpu;
+    j["mfu"] = r.mfu;
+    j["breakdown_s"] = {{"forward", r.breakdown.forward_s},
+                        {"backward", r.breakdown.backward_s},
+                        {"optimizer", r.breakdown.optimizer_s},
+                        {"exposed_comm", r.breakdown.exposed_comm_s},
+                        {"bubble", r.breakdown.bubble_s}};
+    j["comm_bytes_per_gpu"] = {{"dp", r.comm_bytes_per_gpu[0]},
+                               {"tp", r.comm_bytes_per_gpu[1]},
+                               {"pp", r.comm_bytes_per_gpu[2]}};
+    char fp[24];
+    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(r.fingerprint));
+    j["fingerprint"] = fp;
+    j["events"] = r.events;
+  }
+  j["memory_per_gpu_bytes"] = memory_json(r);
+  j["gpu_memory_bytes"] = s.cluster.gpu.hbm_bytes;
+  j["fits_in_memory"] = r.fits_in_memory;
+  j["model"] = {{"params", r.params}, {"flops_per_token", model_flops_per_token(s.model)}};
+  j["num_gpus"] = s.num_gpus();
+  j["scenario"] = s.resolved;
+  return j;
+}
+
+std::string report_text(const Scenario& s, const StepReport& r, bool with_time) {
+  std::ostringstream o;
+  const auto& p = s.parallel;
+  o << "zerosim: " << s.model.name << " (" << fmt("%.2f", r.params / 1e9) << " B params) on "
+    << s.cluster.nodes << " x " << s.cluster.preset << " (" << s.num_gpus() << " GPUs)\n";
+  o << "  parallel: tp " << p.tp << ", pp " << p.pp << ", dp " << p.dp << ", ZeRO-"
+    << s.zero.stage << (s.zero.overlap_comm ? " (overlap_comm)" : "") << "; micro-batch "
+    << s.training.micro_batch_size << " x " << s.training.gradient_accumulation_steps
+    << " accumulation steps, global batch " << s.training.global_batch_size << " x "
+    << s.model.seq_length << " tokens, " << to_string(s.training.precision) << "\n";
+  if (with_time) {
+    const auto& b = r.breakdown;
+    o << "  step time       " << fmt("%.4f s", r.step_time_s) << "\n";
+    o << "    forward       " << fmt("%.4f s", b.forward_s) << "\n";
+    o << "    backward      " << fmt("%.4f s", b.backward_s) << "\n";
+    o << "    optimizer     " << fmt("%.4f s", b.optimizer_s) << "\n";
+    o << "    exposed comm  " << fmt("%.4f s", b.exposed_comm_s) << "\n";
+    o << "    bubble        " << fmt("%.4f s", b.bubble_s) << "\n";
+    o << "  throughput      " << fmt("%.0f tokens/s", r.tokens_per_s) << ", "
+      << fmt("%.1f TFLOP/s per GPU", r.tflops_per_gpu) << ", MFU " << fmt("%.1f %%", 100 * r.mfu)
+      << "\n";
+    o << "  sent per GPU    dp " << human_bytes(r.comm_bytes_per_gpu[0]) << ", tp "
+      << human_bytes(r.comm_bytes_per_gpu[1]) << ", pp " << human_bytes(r.comm_bytes_per_gpu[2])
+      << "\n";
+  }
+  const auto& m = r.memory.category_max;
+  o << "  memory per GPU  params " << gib(m[0]) << ", grads " << gib(m[1]) << ", optimizer "
+    << gib(m[2]) << ", activations " << gib(m[3]) << ", buffers " << gib(m[4]) << "\n";
+  o << "  peak            " << gib(r.memory.peak) << " of " << gib(s.cluster.gpu.hbm_bytes)
+    << (r.fits_in_memory ? "  -> fits" : "  -> DOES NOT FIT") << "\n";
+  return o.str();
+}
+
+}  // namespace zerosim

@@ -1,0 +1,45 @@
+#pragma once
+// One training step end to end: scenario -> plan -> engine (with the cost models) -> report.
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "sim/core/engine.h"
+#include "sim/memory/memory_timeline.h"
+#include "sim/parallel/training_plan.h"
+
+namespace zerosim {
+
+struct StepBreakdown {
+  double forward_s = 0, backward_s = 0, optimizer_s = 0, exposed_comm_s = 0, bubble_s = 0;
+};
+
+struct StepReport {
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;  // model FLOPs (no recomputation) per GPU per second / 1e12
+  double mfu = 0;
+  StepBreakdown breakdown;
+  MemoryUsage memory;  // of the rank with the highest peak
+  int memory_rank = 0;
+  bool fits_in_memory = true;
+  std::array<double, 3> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp (rank 0)
+  std::int64_t params = 0;
+  std::uint64_t fingerprint = 0;
+  std::uint64_t events = 0;
+};
+
+struct Simulation {
+  TrainingPlan plan;
+  EngineResult result;
+  StepReport report;
+};
+
+// Simulates one step. Unless scenario.sim.allow_oom, a step whose peak memory exceeds the GPU's
+// throws InputError naming what to change (checked before any time is simulated).
+Simulation simulate_step(const Scenario& s);
+
+// Memory only: replays the allocations of one data-parallel replica in plan order.
+StepReport memory_report(const Scenario& s);
+
+}  // namespace zerosim

@@ -1,0 +1,146 @@
+// Reading a DeepSpeed ds_config.json into a scenario document, as DeepSpeed reads it.
+#include <set>
+
+#include "sim/core/error.h"
+#include "sim/scenario/scenario.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+// Top-level DeepSpeed keys that do not change what is simulated; accepted and ignored so that a
+// real ds_config.json reads without edits.
+const std::vector<std::string>& ignored_top_level() {
+  static const std::vector<std::string> keys = {
+      "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
+      "zero_allow_untested_optimizer", "prescale_gradients", "gradient_predivide_factor",
+      "communication_data_type", "activation_checkpointing", "flops_profiler", "tensorboard",
+      "wandb", "csv_monitor", "comet", "comms_logger", "monitor_config", "sparse_gradients",
+      "dump_state", "zero_force_ds_cpu_optimizer", "elasticity", "aio", "checkpoint",
+      "data_types", "amp", "seed", "memory_breakdown", "timers", "autotuning",
+      "compression_training", "data_efficiency", "curriculum_learning", "pipeline",
+      "disable_allgather", "fp32_allreduce", "load_universal_checkpoint", "use_node_local_storage",
+      "graph_harvesting", "eigenvalue", "progressive_layer_drop", "sparse_attention",
+      "weight_quantization", "nebula", "hybrid_engine", "torch_autocast", "compile"};
+  return keys;
+}
+
+// zero_optimization keys read into the scenario (same names under zero.).
+const std::vector<std::string>& zero_read_keys() {
+  static const std::vector<std::string> keys = {
+      "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
+      "contiguous_gradients", "reduce_scatter", "use_multi_rank_bucket_allreduce",
+      "stage3_prefetch_bucket_size",
+      "stage3_max_live_parameters", "stage3_max_reuse_distance",
+      "stage3_param_persistence_threshold"};
+  return keys;
+}
+
+// zero_optimization keys DeepSpeed knows that do not change what is simulated.
+const std::vector<std::string>& zero_ignored_keys() {
+  static const std::vector<std::string> keys = {
+      "allgather_partitions", "round_robin_gradients", "sub_group_size",
+      "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+      "elastic_checkpoint", "load_from_fp32_weights", "ignore_unused_parameters",
+      "legacy_stage1", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
+      "memory_efficient_linear", "gather_16bit_weights_on_model_save", "stage3_model_persistence_threshold",
+      "stage3_module_granularity_threshold",
+      "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+      "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather",
+      "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings",
+      "stage3_use_all_reduce_for_fetch_params"};
+  return keys;
+}
+
+bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
+
+bool contains(const std::vector<std::string>& list, const std::string& s) {
+  for (const auto& x : list) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+// fp16/bf16 "enabled": a bool or "auto" (left to the scenario, as the HF integration leaves it to
+// the training arguments).
+int precision_flag(const json& section, const std::string& path) {
+  if (!section.is_object()) {
+    throw InputError(path, std::string("expected an object, got ") + section.type_name());
+  }
+  auto it = section.find("enabled");
+  if (it == section.end() || is_auto(*it)) return -1;
+  if (!it->is_boolean()) throw InputError(path + ".enabled", "expected true, false or \"auto\"");
+  return it->get<bool>() ? 1 : 0;
+}
+
+void read_offload(const json& section, const std::string& path, json& doc, const char* target) {
+  if (!section.is_object()) {
+    throw InputError(path, std::string("expected an object, got ") + section.type_name());
+  }
+  auto dev = section.find("device");
+  if (dev == section.end()) return;
+  if (!dev->is_string()) throw InputError(path + ".device", "expected \"none\", \"cpu\" or \"nvme\"");
+  doc["zero"][target]["device"] = dev->get<std::string>();
+}
+
+}  // namespace
+
+void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin) {
+  const std::string root = "deepspeed(" + origin + ")";
+  if (!ds.is_object()) throw InputError(root, "a DeepSpeed config must be a JSON object");
+  std::vector<std::string> known = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                                    "gradient_accumulation_steps", "fp16", "bf16", "bfloat16",
+                                    "zero_optimization"};
+  for (const auto& k : ignored_top_level()) known.push_back(k);
+  for (auto it = ds.begin(); it != ds.end(); ++it) {
+    if (!contains(known, it.key())) {
+      throw InputError(key_join(root, it.key()),
+                       "unknown DeepSpeed key" + did_you_mean(it.key(), known));
+    }
+  }
+  auto batch = [&](const char* ds_key, const char* key) {
+    auto it = ds.find(ds_key);
+    if (it == ds.end() || is_auto(*it)) return;
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+      throw InputError(key_join(root, ds_key), "expected a positive integer or \"auto\", got " +
+                                                   it->dump());
+    }
+    doc["training"][key] = *it;
+  };
+  batch("train_batch_size", "global_batch_size");
+  batch("train_micro_batch_size_per_gpu", "micro_batch_size");
+  batch("gradient_accumulation_steps", "gradient_accumulation_steps");
+
+  int fp16 = ds.contains("fp16") ? precision_flag(ds["fp16"], key_join(root, "fp16")) : -1;
+  const char* bf16_key = ds.contains("bf16") ? "bf16" : "bfloat16";
+  int bf16 = ds.contains(bf16_key) ? precision_flag(ds[bf16_key], key_join(root, bf16_key)) : -1;
+  if (fp16 == 1 && bf16 == 1) {
+    throw InputError(key_join(root, "fp16"), "fp16 and bf16 cannot both be enabled");
+  }
+  if (fp16 == 1) doc["training"]["precision"] = "fp16";
+  if (bf16 == 1) doc["training"]["precision"] = "bf16";
+
+  auto zit = ds.find("zero_optimization");
+  if (zit == ds.end()) return;
+  const std::string zroot = key_join(root, "zero_optimization");
+  if (!zit->is_object()) throw InputError(zroot, "expected an object");
+  std::vector<std::string> zknown = zero_read_keys();
+  for (const auto& k : zero_ignored_keys()) zknown.push_back(k);
+  zknown.push_back("offload_optimizer");
+  zknown.push_back("offload_param");
+  for (auto it = zit->begin(); it != zit->end(); ++it) {
+    const std::string& key = it.key();
+    if (!contains(zknown, key)) {
+      throw InputError(key_join(zroot, key),
+                       "unknown zero_optimization key" + did_you_mean(key, zknown));
+    }
+    if (key == "offload_optimizer" || key == "offload_param") {
+      if (!it->is_null()) read_offload(*it, key_join(zroot, key), doc, key.c_str());
+    } else if (contains(zero_read_keys(), key)) {
+      doc["zero"][key] = *it;  // "auto" kept: resolved from the model when the scenario resolves
+    }
+  }
+}
+
+}  // namespace zerosim

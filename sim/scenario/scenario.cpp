@@ -1,0 +1,500 @@
+#include "sim/scenario/scenario.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/core/quantity.h"
+
+namespace zerosim {
+
+std::string to_string(Framework f) {
+  switch (f) {
+    case Framework::DeepSpeed: return "deepspeed";
+    case Framework::Megatron: return "megatron";
+    case Framework::Fsdp: return "fsdp";
+    case Framework::Nanotron: return "nanotron";
+  }
+  return "?";
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+const std::vector<KeySpec>& registry() {
+  static const std::vector<KeySpec> keys = {
+      {"model", "object", "llama2-7b", {},
+       "a preset name (zerosim list models), a path to a Hugging Face config.json, or an object "
+       "with the case-format keys"},
+      {"cluster", "object", json{{"preset", "dgx-h100"}, {"nodes", 2}}, {},
+       "{\"preset\": name, \"nodes\": n} or {\"preset\": name, \"num_gpus\": g}, plus overrides"},
+      {"training.micro_batch_size", "int", nullptr, {},
+       "sequences per GPU per micro-batch (DeepSpeed train_micro_batch_size_per_gpu)"},
+      {"training.global_batch_size", "int", nullptr, {},
+       "sequences per optimizer step over all DP ranks (DeepSpeed train_batch_size)"},
+      {"training.gradient_accumulation_steps", "int", nullptr, {},
+       "micro-batches per step on each DP rank; the missing one of the three batch keys is "
+       "derived with DeepSpeed's rule"},
+      {"training.precision", "enum", "bf16", {"bf16", "fp16"}, "16-bit training precision"},
+      {"training.flash_attention", "bool", true, {}, "fused attention without the s^2 matrix"},
+      {"parallel.tp", "int", 1, {}, "tensor-parallel degree"},
+      {"parallel.pp", "int", 1, {}, "pipeline-parallel degree"},
+      {"parallel.dp", "int", nullptr, {}, "data-parallel degree (derived: GPUs / (tp*pp*cp))"},
+      {"parallel.cp", "int", 1, {}, "context-parallel degree"},
+      {"parallel.virtual_stages", "int", 1, {}, "interleaved pipeline stages per GPU"},
+      {"parallel.sequence_parallel", "bool", false, {}, "Megatron sequence parallelism"},
+      {"parallel.recompute", "enum", "none", {"none", "selective", "full"},
+       "activation recomputation"},
+      {"parallel.framework", "enum", "deepspeed", {"deepspeed", "megatron", "fsdp", "nanotron"},
+       "whose schedule to mirror"},
+      {"zero.stage", "int", 0, {}, "ZeRO stage 0 (DDP), 1, 2 or 3"},
+      {"zero.reduce_bucket_size", "count", 500000000, {},
+       "elements per gradient reduction bucket (\"auto\" = hidden^2)"},
+      {"zero.allgather_bucket_size", "count", 500000000, {},
+       "elements per parameter all-gather bucket after the step (stages 1, 2)"},
+      {"zero.overlap_comm", "bool", nullptr, {},
+       "reduce gradients on a side stream during backward (DeepSpeed default: true for stage 3, "
+       "false otherwise)"},
+      {"zero.contiguous_gradients", "bool", true, {}, "copy gradients into a contiguous buffer"},
+      {"zero.reduce_scatter", "bool", true, {}, "reduce gradients with reduce-scatter"},
+      {"zero.use_multi_rank_bucket_allreduce", "bool", true, {},
+       "stages 1/2: reduce each bucket with one all-reduce (DeepSpeed >= 0.12) instead of one "
+       "reduce per owning rank"},
+      {"zero.stage3_prefetch_bucket_size", "count", 50000000, {},
+       "elements of parameters fetched ahead (\"auto\" = 0.9 hidden^2)"},
+      {"zero.stage3_max_live_parameters", "count", 1000000000, {},
+       "elements of gathered parameters kept alive at most"},
+      {"zero.stage3_max_reuse_distance", "count", 1000000000, {},
+       "elements; a parameter reused within this distance is not released"},
+      {"zero.stage3_param_persistence_threshold", "count", 100000, {},
+       "elements; smaller parameters stay gathered (\"auto\" = 10 hidden)"},
+      {"zero.offload_optimizer.device", "enum", "none", {"none", "cpu", "nvme"},
+       "where optimizer states live"},
+      {"zero.offload_param.device", "enum", "none", {"none", "cpu", "nvme"},
+       "where stage-3 parameters live"},
+      {"sim.network", "enum", "analytical", {"analytical"},
+       "network model: alpha-beta per link class without contention"},
+      {"sim.granularity", "enum", "layer", {"layer"}, "one op per layer pass"},
+      {"sim.allow_oom", "bool", false, {},
+       "simulate even when the peak memory exceeds the GPU's (the report says it does not fit)"},
+  };
+  return keys;
+}
+
+const KeySpec* find_key(const std::string& path) {
+  for (const auto& k : registry()) {
+    if (k.path == path) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> all_paths() {
+  std::vector<std::string> out;
+  for (const auto& k : registry()) out.push_back(k.path);
+  return out;
+}
+
+// Keys whose value is "auto" in a DeepSpeed config and resolved from the model.
+bool accepts_auto(const std::string& path) {
+  return path == "zero.reduce_bucket_size" || path == "zero.stage3_prefetch_bucket_size" ||
+         path == "zero.stage3_param_persistence_threshold";
+}
+
+// Reports the first key of `doc` that the registry does not declare.
+void check_unknown_keys(const json& node, const std::string& prefix) {
+  if (!node.is_object()) {
+    throw InputError(prefix, std::string("expected an object, got ") + node.type_name());
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string path = key_join(prefix, it.key());
+    const KeySpec* spec = find_key(path);
+    if (spec) continue;
+    bool is_section = false;
+    for (const auto& k : registry()) {
+      if (k.path.rfind(path + ".", 0) == 0) is_section = true;
+    }
+    if (is_section) {
+      check_unknown_keys(it.value(), path);
+      continue;
+    }
+    std::vector<std::string> siblings;
+    for (const auto& k : registry()) {
+      if (prefix.empty() || k.path.rfind(prefix + ".", 0) == 0) {
+        siblings.push_back(prefix.empty() ? k.path.substr(0, k.path.find('.')) : k.path);
+      }
+    }
+    std::vector<std::string> names;
+    std::set<std::string> seen;
+    for (const auto& s : siblings) {
+      std::string name = prefix.empty() ? s : s.substr(prefix.size() + 1);
+      if (seen.insert(name).second) names.push_back(name);
+    }
+    throw InputError(path, "unknown key" + did_you_mean(it.key(), names) + "; allowed here: " +
+                               join_list(names));
+  }
+}
+
+const json* lookup(const json& doc, const std::string& path) {
+  const json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(part);
+    if (it == node->end()) return nullptr;
+    node = &*it;
+    if (dot == std::string::npos) return node;
+    start = dot + 1;
+  }
+}
+
+json& lookup_or_create(json& doc, const std::string& path) {
+  json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object()) *node = json::object();
+    node = &(*node)[part];
+    if (dot == std::string::npos) return *node;
+    start = dot + 1;
+  }
+}
+
+// Typed access to the document with the key path in every error.
+class Reader {
+ public:
+  explicit Reader(const json& doc) : doc_(doc) {}
+
+  bool has(const std::string& path) const {
+    const json* v = lookup(doc_, path);
+    return v && !v->is_null();
+  }
+  const json& raw(const std::string& path) const {
+    const json* v = lookup(doc_, path);
+    if (v && !v->is_null()) return *v;
+    return find_key(path)->default_value;
+  }
+  std::int64_t integer(const std::string& path, std::int64_t min, std::int64_t max) const {
+    const json& v = raw(path);
+    double d;
+    if (v.is_number_integer()) {
+      d = static_cast<double>(v.get<std::int64_t>());
+    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+               v.get<double>() == std::floor(v.get<double>())) {
+      d = v.get<double>();
+    } else {
+      throw InputError(path, "expected an integer, got " + v.dump());
+    }
+    if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+      throw InputError(path, "must be between " + std::to_string(min) + " and " +
+                                 std::to_string(max) + ", got " + v.dump());
+    }
+    return static_cast<std::int64_t>(d);
+  }
+  std::int64_t count(const std::string& path, double auto_value) const {
+    const json& v = raw(path);
+    if (v.is_string() && v.get<std::string>() == "auto") return std::llround(auto_value);
+    double d = parse_quantity(v, Dimension::Count, path);
+    if (d < 0 || d > 1e15 || d != std::floor(d)) {
+      throw InputError(path, "must be a whole number of elements between 0 and 1e15, got " +
+                                 v.dump());
+    }
+    return static_cast<std::int64_t>(d);
+  }
+  bool boolean(const std::string& path) const {
+    const json& v = raw(path);
+    if (!v.is_boolean()) throw InputError(path, "expected true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+  std::string choice(const std::string& path) const {
+    const json& v = raw(path);
+    const KeySpec* spec = find_key(path);
+    if (!v.is_string()) {
+      throw InputError(path, "expected one of " + join_list(spec->allowed) + ", got " + v.dump());
+    }
+    std::string s = v.get<std::string>();
+    for (const auto& a : spec->allowed) {
+      if (a == s) return s;
+    }
+    throw InputError(path, "unknown value '" + s + "'" + did_you_mean(s, spec->allowed) +
+                               "; allowed: " + join_list(spec->allowed));
+  }
+
+ private:
+  const json& doc_;
+};
+
+OffloadDevice offload_device(const std::string& s) {
+  return s == "cpu" ? OffloadDevice::Cpu : s == "nvme" ? OffloadDevice::Nvme : OffloadDevice::None;
+}
+
+Recompute recompute_from(const std::string& s) {
+  return s == "selective" ? Recompute::Selective : s == "full" ? Recompute::Full : Recompute::None;
+}
+
+Framework framework_from(const std::string& s) {
+  return s == "megatron" ? Framework::Megatron
+         : s == "fsdp"   ? Framework::Fsdp
+         : s == "nanotron" ? Framework::Nanotron
+                         : Framework::DeepSpeed;
+}
+
+constexpr std::int64_t kMaxDegree = 1 << 24;
+
+// DeepSpeed's rule (runtime/config.py, _set_batch_related_parameters): of train_batch_size,
+// micro-batch and gradient accumulation, any two determine the third; all three must agree.
+void resolve_batch(const Reader& in, TrainingConfig& t, int dp) {
+  bool has_gbs = in.has("training.global_batch_size");
+  bool has_mbs = in.has("training.micro_batch_size");
+  bool has_gas = in.has("training.gradient_accumulation_steps");
+  const std::int64_t lim = std::int64_t{1} << 40;
+  std::int64_t gbs = has_gbs ? in.integer("training.global_batch_size", 1, lim) : 0;
+  std::int64_t mbs = has_mbs ? in.integer("training.micro_batch_size", 1, lim) : 0;
+  std::int64_t gas = has_gas ? in.integer("training.gradient_accumulation_steps", 1, lim) : 0;
+  auto per_dp = [&](const char* what) {
+    return "global_batch_size " + std::to_string(gbs) + " is not divisible by " + what;
+  };
+  if (has_gbs && has_mbs && has_gas) {
+    if (gbs != mbs * gas * dp) {
+      throw InputError("training.global_batch_size",
+                       "must equal micro_batch_size x gradient_accumulation_steps x dp = " +
+                           std::to_string(mbs) + " x " + std::to_string(gas) + " x " +
+                           std::to_string(dp) + " = " + std::to_string(mbs * gas * dp) +
+                           ", got " + std::to_string(gbs));
+    }
+  } else if (has_gbs && has_mbs) {
+    if (gbs % (mbs * dp) != 0) {
+      throw InputError("training.global_batch_size",
+                       per_dp(("micro_batch_size x dp = " + std::to_string(mbs * dp)).c_str()));
+    }
+    gas = gbs / (mbs * dp);
+  } else if (has_gbs && has_gas) {
+    if (gbs % (gas * dp) != 0) {
+      throw InputError("training.global_batch_size",
+                       per_dp(("gradient_accumulation_steps x dp = " + std::to_string(gas * dp))
+                                  .c_str()));
+    }
+    mbs = gbs / (gas * dp);
+  } else if (has_gbs) {
+    if (gbs % dp != 0) {
+      throw InputError("training.global_batch_size", per_dp(("dp = " + std::to_string(dp)).c_str()));
+    }
+    gas = 1;
+    mbs = gbs / dp;
+  } else {
+    if (!has_mbs) mbs = 1;
+    if (!has_gas) gas = 1;
+    gbs = mbs * gas * dp;
+  }
+  t.micro_batch_size = mbs;
+  t.gradient_accumulation_steps = gas;
+  t.global_batch_size = gbs;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& scenario_keys() { return registry(); }
+
+json default_scenario_document() {
+  // The example of the README: Llama-2-7B with ZeRO-2 on two DGX H100 nodes.
+  return json{{"model", "llama2-7b"},
+              {"cluster", {{"preset", "dgx-h100"}, {"nodes", 2}}},
+              {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 8}}},
+              {"zero", {{"stage", 2}}}};
+}
+
+json read_json_file(const std::string& path, const std::string& key_path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(key_path, "cannot open file '" + path + "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  try {
+    return json::parse(buf.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(key_path, "'" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+void apply_setting(json& doc, const std::string& assignment) {
+  std::size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError("--set", "expected KEY=VALUE (e.g. zero.stage=3), got '" + assignment + "'");
+  }
+  std::string path = assignment.substr(0, eq);
+  std::string text = assignment.substr(eq + 1);
+  const KeySpec* spec = find_key(path);
+  bool free_form = path.rfind("model.", 0) == 0 || path.rfind("cluster.", 0) == 0;
+  if (!spec && !free_form) {
+    throw InputError(path, "unknown key" + did_you_mean(path, all_paths()) +
+                               "; see `zerosim list keys`");
+  }
+  json value;
+  if (spec && (spec->type == "enum" || (spec->type == "object" && path != "cluster"))) {
+    value = text;
+  } else {
+    try {
+      value = json::parse(text);
+    } catch (const json::parse_error&) {
+      value = text;  // units ("400Gbps"), names: checked when the scenario is resolved
+    }
+  }
+  if (path.rfind("model.", 0) == 0) {
+    // A preset named by string becomes {"preset": name} so single fields can be overridden.
+    json& model = lookup_or_create(doc, "model");
+    if (model.is_string()) model = json{{"preset", model.get<std::string>()}};
+    if (model.is_null()) model = json{{"preset", "llama2-7b"}};
+  }
+  lookup_or_create(doc, path) = value;
+}
+
+Scenario resolve_scenario(const json& doc) {
+  check_unknown_keys(doc, "");
+  Reader in(doc);
+  Scenario s;
+  s.model = model_from_json(in.raw("model"), "model");
+  s.cluster = cluster_from_json(in.raw("cluster"), "cluster");
+  const int gpus = s.cluster.num_gpus();
+
+  ParallelConfig& p = s.parallel;
+  p.tp = static_cast<int>(in.integer("parallel.tp", 1, kMaxDegree));
+  p.pp = static_cast<int>(in.integer("parallel.pp", 1, kMaxDegree));
+  p.cp = static_cast<int>(in.integer("parallel.cp", 1, kMaxDegree));
+  p.virtual_stages = static_cast<int>(in.integer("parallel.virtual_stages", 1, kMaxDegree));
+  p.sequence_parallel = in.boolean("parallel.sequence_parallel");
+  p.recompute = recompute_from(in.choice("parallel.recompute"));
+  p.framework = framework_from(in.choice("parallel.framework"));
+  const std::int64_t model_parallel = std::int64_t{p.tp} * p.pp * p.cp;
+  if (gpus % model_parallel != 0) {
+    throw InputError("parallel", "tp x pp x cp = " + std::to_string(model_parallel) +
+                                     " does not divide the cluster's " + std::to_string(gpus) +
+                                     " GPUs");
+  }
+  p.dp = static_cast<int>(gpus / model_parallel);
+  if (in.has("parallel.dp")) {
+    std::int64_t dp = in.integer("parallel.dp", 1, kMaxDegree);
+    if (dp * model_parallel != gpus) {
+      throw InputError("parallel.dp", "dp x tp x pp x cp must equal the cluster's " +
+                                          std::to_string(gpus) + " GPUs; with tp x pp x cp = " +
+                                          std::to_string(model_parallel) + " the only dp is " +
+                                          std::to_string(p.dp) + ", got " + std::to_string(dp));
+    }
+  }
+  if (p.cp != 1) {
+    throw InputError("parallel.cp", "context parallelism is not simulated yet; allowed: 1");
+  }
+  if (p.pp != 1) {
+    throw InputError("parallel.pp", "pipeline parallelism is not simulated yet; allowed: 1");
+  }
+  if (p.virtual_stages != 1) {
+    throw InputError("parallel.virtual_stages", "interleaving needs pipeline parallelism; allowed: 1");
+  }
+  const ModelSpec& m = s.model;
+  if (m.num_attention_heads % p.tp != 0) {
+    throw InputError("parallel.tp", "must divide model.num_attention_heads (" +
+                                        std::to_string(m.num_attention_heads) + "), got " +
+                                        std::to_string(p.tp));
+  }
+  if (m.num_kv_heads % p.tp != 0 && p.tp % m.num_kv_heads != 0) {
+    throw InputError("parallel.tp", "must divide model.num_kv_heads (" +
+                                        std::to_string(m.num_kv_heads) +
+                                        ") or be a multiple of it, got " + std::to_string(p.tp));
+  }
+  if (m.ffn_hidden_size % p.tp != 0) {
+    throw InputError("parallel.tp", "must divide model.ffn_hidden_size (" +
+                                        std::to_string(m.ffn_hidden_size) + "), got " +
+                                        std::to_string(p.tp));
+  }
+  if (p.tp > s.cluster.gpus_per_node) {
+    throw InputError("parallel.tp", "must not exceed the GPUs of one node (" +
+                                        std::to_string(s.cluster.gpus_per_node) +
+                                        "): tensor parallelism runs inside the NVLink domain");
+  }
+
+  TrainingConfig& t = s.training;
+  resolve_batch(in, t, p.dp);
+  t.precision = in.choice("training.precision") == "fp16" ? Precision::Fp16 : Precision::Bf16;
+  t.flash_attention = in.boolean("training.flash_attention");
+
+  ZeroConfig& z = s.zero;
+  z.stage = static_cast<int>(in.integer("zero.stage", 0, 3));
+  const double h = static_cast<double>(m.hidden_size);
+  // "auto" as the Hugging Face DeepSpeed integration fills it from the model's hidden size.
+  z.reduce_bucket_size = in.count("zero.reduce_bucket_size", h * h);
+  z.allgather_bucket_size = in.count("zero.allgather_bucket_size", 0);
+  z.stage3_prefetch_bucket_size = in.count("zero.stage3_prefetch_bucket_size", 0.9 * h * h);
+  z.stage3_max_live_parameters = in.count("zero.stage3_max_live_parameters", 0);
+  z.stage3_max_reuse_distance = in.count("zero.stage3_max_reuse_distance", 0);
+  z.stage3_param_persistence_threshold =
+      in.count("zero.stage3_param_persistence_threshold", 10 * h);
+  for (const char* key : {"zero.allgather_bucket_size", "zero.stage3_max_live_parameters",
+                          "zero.stage3_max_reuse_distance"}) {
+    if (in.has(key) && in.raw(key).is_string() && in.raw(key).get<std::string>() == "auto") {
+      throw InputError(key, "\"auto\" is not defined for this key; give a number of elements");
+    }
+  }
+  if (z.reduce_bucket_size < 1) throw InputError("zero.reduce_bucket_size", "must be at least 1");
+  if (z.allgather_bucket_size < 1) {
+    throw InputError("zero.allgather_bucket_size", "must be at least 1");
+  }
+  z.overlap_comm = in.has("zero.overlap_comm") ? in.boolean("zero.overlap_comm") : z.stage == 3;
+  z.contiguous_gradients = in.boolean("zero.contiguous_gradients");
+  z.reduce_scatter = in.boolean("zero.reduce_scatter");
+  z.use_multi_rank_bucket_allreduce = in.boolean("zero.use_multi_rank_bucket_allreduce");
+  z.offload_optimizer = offload_device(in.choice("zero.offload_optimizer.device"));
+  z.offload_param = offload_device(in.choice("zero.offload_param.device"));
+  if (z.offload_optimizer != OffloadDevice::None) {
+    throw InputError("zero.offload_optimizer.device", "offload is not simulated yet; allowed: none");
+  }
+  if (z.offload_param != OffloadDevice::None) {
+    throw InputError("zero.offload_param.device", "offload is not simulated yet; allowed: none");
+  }
+  if (p.framework == Framework::Fsdp && z.stage != 3 && z.stage != 2) {
+    throw InputError("zero.stage", "FSDP shards as ZeRO-3 (FULL_SHARD) or ZeRO-2 "
+                                   "(SHARD_GRAD_OP); allowed: 2, 3");
+  }
+
+  s.sim.network = NetworkModel::Analytical;
+  in.choice("sim.network");
+  in.choice("sim.granularity");
+  s.sim.allow_oom = in.boolean("sim.allow_oom");
+
+  json r;
+  r["model"] = model_to_json(m);
+  r["cluster"] = cluster_to_json(s.cluster);
+  r["training"] = {{"micro_batch_size", t.micro_batch_size},
+                   {"global_batch_size", t.global_batch_size},
+                   {"gradient_accumulation_steps", t.gradient_accumulation_steps},
+                   {"precision", to_string(t.precision)},
+                   {"flash_attention", t.flash_attention}};
+  r["parallel"] = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp},
+                   {"virtual_stages", p.virtual_stages},
+                   {"sequence_parallel", p.sequence_parallel},
+                   {"recompute", to_string(p.recompute)},
+                   {"framework", to_string(p.framework)}};
+  auto device = [](OffloadDevice d) {
+    return d == OffloadDevice::Cpu ? "cpu" : d == OffloadDevice::Nvme ? "nvme" : "none";
+  };
+  r["zero"] = {{"stage", z.stage},
+               {"reduce_bucket_size", z.reduce_bucket_size},
+               {"allgather_bucket_size", z.allgather_bucket_size},
+               {"overlap_comm", z.overlap_comm},
+               {"contiguous_gradients", z.contiguous_gradients},
+               {"reduce_scatter", z.reduce_scatter},
+               {"use_multi_rank_bucket_allreduce", z.use_multi_rank_bucket_allreduce},
+               {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
+               {"stage3_max_live_parameters", z.stage3_max_live_parameters},
+               {"stage3_max_reuse_distance", z.stage3_max_reuse_distance},
+               {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
+               {"offload_optimizer", {{"device", device(z.offload_optimizer)}}},
+               {"offload_param", {{"device", device(z.offload_param)}}}};
+  r["sim"] = {{"network", "analytical"}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom}};
+  s.resolved = std::move(r);
+  return s;
+}
+
+}  // namespace zerosim

@@ -1,0 +1,105 @@
+#pragma once
+// A scenario: what to simulate. One JSON document with the sections model, cluster, training,
+// parallel, zero and sim; every key is declared once in a registry (type, default, allowed
+// values, help) that drives the JSON reader, the --set flags and `zerosim list keys`.
+//
+// Resolution order: built-in defaults <- scenario file <- --deepspeed config <- command-line
+// flags. The resolved document (defaults included) is echoed in the report so a run reproduces.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/cluster/cluster.h"
+#include "sim/model/model.h"
+
+namespace zerosim {
+
+enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
+enum class NetworkModel { Analytical, Flow };
+enum class OffloadDevice { None, Cpu, Nvme };
+std::string to_string(Framework f);
+
+struct TrainingConfig {
+  std::int64_t micro_batch_size = 1;
+  std::int64_t global_batch_size = 0;
+  std::int64_t gradient_accumulation_steps = 1;  // micro-batches per step per DP rank
+  Precision precision = Precision::Bf16;
+  bool flash_attention = true;
+};
+
+struct ParallelConfig {
+  int tp = 1, pp = 1, dp = 1, cp = 1;
+  int virtual_stages = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::None;
+  Framework framework = Framework::DeepSpeed;
+};
+
+// DeepSpeed's zero_optimization section, with DeepSpeed's names and units (bucket sizes and
+// thresholds are element counts, as in DeepSpeed).
+struct ZeroConfig {
+  int stage = 0;
+  std::int64_t reduce_bucket_size = 500'000'000;
+  std::int64_t allgather_bucket_size = 500'000'000;
+  bool overlap_comm = false;
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  bool use_multi_rank_bucket_allreduce = true;  // stages 1/2: all-reduce whole buckets
+  std::int64_t stage3_prefetch_bucket_size = 50'000'000;
+  std::int64_t stage3_max_live_parameters = 1'000'000'000;
+  std::int64_t stage3_max_reuse_distance = 1'000'000'000;
+  std::int64_t stage3_param_persistence_threshold = 100'000;
+  OffloadDevice offload_optimizer = OffloadDevice::None;
+  OffloadDevice offload_param = OffloadDevice::None;
+};
+
+struct SimConfig {
+  NetworkModel network = NetworkModel::Analytical;
+  bool layer_granularity = true;
+  bool allow_oom = false;  // simulate a step that does not fit (the report says so)
+};
+
+struct Scenario {
+  ModelSpec model;
+  ClusterSpec cluster;
+  TrainingConfig training;
+  ParallelConfig parallel;
+  ZeroConfig zero;
+  SimConfig sim;
+  nlohmann::json resolved;  // the full document, defaults included
+
+  int num_gpus() const { return cluster.num_gpus(); }
+  std::int64_t tokens_per_step() const { return training.global_batch_size * model.seq_length; }
+};
+
+// One declared key of the registry.
+struct KeySpec {
+  std::string path;                  // "zero.reduce_bucket_size"
+  std::string type;                  // "int", "bool", "enum", "count", "object"
+  nlohmann::json default_value;      // null when derived from other keys
+  std::vector<std::string> allowed;  // enum values
+  std::string help;
+};
+const std::vector<KeySpec>& scenario_keys();
+
+// The built-in default scenario of `zerosim simulate` with no inputs.
+nlohmann::json default_scenario_document();
+
+// Reads a JSON file; InputError naming `key_path` (or the file) when missing or malformed.
+nlohmann::json read_json_file(const std::string& path, const std::string& key_path);
+
+// Applies "a.b=v" to the document, parsing v by the key's declared type.
+void apply_setting(nlohmann::json& doc, const std::string& assignment);
+
+// Merges a DeepSpeed config into the document as DeepSpeed reads it (batch keys with DeepSpeed's
+// rule for the missing one, fp16/bf16, zero_optimization, "auto" values resolved as the Hugging
+// Face integration does). `model_hint` gives hidden_size for the "auto" bucket sizes.
+void apply_deepspeed_config(nlohmann::json& doc, const nlohmann::json& ds_config,
+                            const std::string& origin);
+
+// Checks every key and every cross-key constraint; throws InputError naming the key path.
+Scenario resolve_scenario(const nlohmann::json& doc);
+
+}  // namespace zerosim
