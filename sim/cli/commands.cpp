@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/report/plan_export.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 
@@ -208,6 +209,34 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
                   static_cast<unsigned long long>(sim.report.fingerprint));
     }
   }
+  return 0;
+}
+
+int cmd_plan(const std::vector<std::string>& args) {
+  ScenarioFlags f;
+  std::string out_file;
+  int rank = -1;
+  bool help = false;
+  po::options_description all;
+  all.add(scenario_options(f));
+  all.add_options()("rank", po::value(&rank), "export only this rank (default: every rank)")(
+      "out", po::value(&out_file), "write the plan JSON to FILE (- = stdout)")(
+      "help,h", po::bool_switch(&help), "this help")(
+      "scenario", po::value(&f.scenario_file), "scenario JSON file");
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  parse(args, all, pos);
+  if (help) {
+    std::cout << "usage: zerosim plan [SCENARIO.json] [flags] [--rank R] --out FILE\n\n" << all;
+    return 0;
+  }
+  if (out_file.empty()) throw InputError("--out", "required: the file to write (- = stdout)");
+  if (rank < -1) throw InputError("--rank", "must be 0 or more");
+  Scenario s = resolve_scenario(scenario_document(f));
+  Simulation sim = simulate_step(s);
+  PendingOutput out(out_file);
+  out.write(export_plan(s, sim, rank).dump(1) + "\n");
+  out.commit();
   return 0;
 }
 

@@ -15,6 +15,7 @@ const char* kUsage =
     "commands:\n"
     "  simulate [SCENARIO.json] [flags]   simulate one training step (summary, --json, --trace)\n"
     "  memory   [SCENARIO.json] [flags]   per-GPU memory and whether it fits, without timing\n"
+    "  plan     [SCENARIO.json] --out F   export the op list of one or every rank (JSON)\n"
     "  list     models|clusters|keys      what the scenario can name\n"
     "  bench                              engine speed at DP = 8 .. 4096 (events/s)\n"
     "\n"
@@ -34,10 +35,11 @@ int main(int argc, char** argv) {
     if (command == "simulate") return zerosim::cli::cmd_simulate(args, false);
     if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
     if (command == "list") return zerosim::cli::cmd_list(args);
+    if (command == "plan") return zerosim::cli::cmd_plan(args);
     if (command == "bench") return zerosim::cli::cmd_bench(args);
     std::cerr << "zerosim: error: unknown command '" << command << "'"
-              << zerosim::did_you_mean(command, {"simulate", "memory", "list", "bench"})
-              << "; commands: simulate, memory, list, bench\n";
+              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "list", "bench"})
+              << "; commands: simulate, memory, plan, list, bench\n";
     return 2;
   } catch (const zerosim::InputError& e) {
     std::cerr << "zerosim: error: " << e.what() << "\n";

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what zerosim needs on Debian 12, skipping what is already there. Run as root (or with
+# sudo available). The CUDA toolkit with NCCL is optional and not installed here: the CUDA
+# kernels and the GPU harness build when nvcc is found.
+set -euo pipefail
+
+packages=(build-essential cmake g++ git
+          libboost-graph-dev libboost-program-options-dev nlohmann-json3-dev
+          libgtest-dev libgmock-dev googletest libbenchmark-dev
+          libopenmpi-dev openmpi-bin python3 python3-matplotlib)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  echo "installing: ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,146 @@
+#include "sim/report/plan_export.h"
+
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+const char* work_name(WorkKind k) {
+  switch (k) {
+    case WorkKind::EmbedForward: return "embed_forward";
+    case WorkKind::EmbedBackward: return "embed_backward";
+    case WorkKind::AttentionForward: return "attention_forward";
+    case WorkKind::AttentionBackward: return "attention_backward";
+    case WorkKind::MlpForward: return "mlp_forward";
+    case WorkKind::MlpBackward: return "mlp_backward";
+    case WorkKind::HeadForward: return "head_forward";
+    case WorkKind::HeadBackward: return "head_backward";
+    case WorkKind::OptimizerStep: return "optimizer_step";
+  }
+  return "?";
+}
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::Compute: return "compute";
+    case OpKind::Collective: return "collective";
+    case OpKind::Copy: return "copy";
+    case OpKind::Alloc: return "alloc";
+    case OpKind::Free: return "free";
+  }
+  return "?";
+}
+
+const char* group_kind_name(GroupKind k) {
+  return k == GroupKind::Dp ? "dp" : k == GroupKind::Tp ? "tp" : "pp";
+}
+
+// The GEMMs a compute op runs: forward shapes as the model gives them; backward as the dgrad
+// (m x k = [m x n] * [n x k]) and wgrad (k x n... as [k x m] * [m x n]) products of each.
+json gemms_of(const Scenario& s, const Work& w, const LayerWork& layer) {
+  json out = json::array();
+  auto add = [&](const Gemm& g) {
+    out.push_back({{"name", g.name}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"count", g.count}});
+  };
+  auto block = [&](bool attention, bool backward) {
+    for (const Gemm& g : layer.gemms) {
+      bool is_attention = g.name == "qkv" || g.name == "attn_out";
+      if (is_attention != attention) continue;
+      if (!backward) {
+        add(g);
+      } else {
+        add({g.name + ".dgrad", g.m, g.k, g.n, g.count});
+        add({g.name + ".wgrad", g.k, g.n, g.m, g.count});
+      }
+    }
+  };
+  const ModelSpec& m = s.model;
+  const std::int64_t tokens = s.training.micro_batch_size * m.seq_length;
+  const Gemm logits{"logits", tokens, m.vocab_size / s.parallel.tp, m.hidden_size, 1};
+  switch (w.kind) {
+    case WorkKind::AttentionForward: block(true, false); break;
+    case WorkKind::AttentionBackward: block(true, true); break;
+    case WorkKind::MlpForward: block(false, false); break;
+    case WorkKind::MlpBackward: block(false, true); break;
+    case WorkKind::HeadForward: add(logits); break;
+    case WorkKind::HeadBackward:
+      add({"logits.dgrad", logits.m, logits.k, logits.n, 1});
+      add({"logits.wgrad", logits.k, logits.n, logits.m, 1});
+      break;
+    default: break;
+  }
+  return out;
+}
+
+}  // namespace
+
+json export_plan(const Scenario& s, const Simulation& sim, int rank) {
+  const Plan& plan = sim.plan.plan;
+  if (rank >= plan.num_ranks) {
+    throw InputError("--rank", "must be below the " + std::to_string(plan.num_ranks) +
+                                   " ranks of the plan, got " + std::to_string(rank));
+  }
+  const LayerWork layer = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
+                                             s.parallel.sequence_parallel,
+                                             s.training.flash_attention);
+  json doc;
+  doc["format"] = "zerosim-plan/1";
+  doc["scenario"] = s.resolved;
+  doc["num_ranks"] = plan.num_ranks;
+  json groups = json::array();
+  for (int g = 0; g < plan.num_groups(); ++g) {
+    std::vector<std::int32_t> ranks(plan.group_members(g), plan.group_members(g) + plan.group_size(g));
+    groups.push_back({{"id", g}, {"name", plan.group_names[g]},
+                      {"kind", group_kind_name(sim.plan.group_kind[g])}, {"ranks", ranks}});
+  }
+  doc["groups"] = std::move(groups);
+  json ranks = json::array();
+  OpId first = 0;
+  for (int r = 0; r < plan.num_ranks; ++r) {
+    OpId end = first;
+    while (end < plan.ops.size() && plan.ops[end].rank == r) ++end;
+    if (rank < 0 || rank == r) {
+      json ops = json::array();
+      for (OpId id = first; id < end; ++id) {
+        const Op& op = plan.ops[id];
+        json o = {{"id", id - first},
+                  {"kind", op_kind_name(op.kind)},
+                  {"stream", stream_name(op.stream)},
+                  {"name", plan.names[op.name]},
+                  {"phase", phase_name(op.phase)}};
+        json deps = json::array();
+        for (std::uint32_t i = 0; i < op.dep_count; ++i) deps.push_back(plan.deps[op.dep_begin + i] - first);
+        o["deps"] = std::move(deps);
+        if (op.kind == OpKind::Compute) {
+          const Work& w = sim.plan.works[op.work];
+          o["work"] = work_name(w.kind);
+          o["gemms"] = gemms_of(s, w, layer);
+          if (w.kind == WorkKind::AttentionForward) o["attention_flops"] = layer.attention_flops;
+          if (w.kind == WorkKind::AttentionBackward) o["attention_flops"] = 2.5 * layer.attention_flops;
+          if (w.kind == WorkKind::OptimizerStep) o["elements"] = w.elements;
+        } else if (op.kind == OpKind::Collective) {
+          const Collective& c = plan.collectives[op.work];
+          o["collective"] = collective_name(c.kind);
+          o["group"] = c.group;
+          o["bytes"] = c.bytes;
+        } else if (op.kind == OpKind::Alloc || op.kind == OpKind::Free) {
+          o["category"] = mem_category_name(op.category);
+          o["bytes"] = op.bytes;
+        }
+        o["predicted_start_s"] = ps_to_seconds(sim.result.start[id]);
+        o["predicted_duration_s"] = ps_to_seconds(sim.result.end[id] - sim.result.start[id]);
+        ops.push_back(std::move(o));
+      }
+      ranks.push_back({{"rank", r}, {"ops", std::move(ops)}});
+    }
+    first = end;
+  }
+  doc["ranks"] = std::move(ranks);
+  return doc;
+}
+
+}  // namespace zerosim
