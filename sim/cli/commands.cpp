@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/report/plan_export.h"
+#include "sim/report/published.h"
 #include "sim/report/report.h"
 #include "sim/scenario/scenario.h"
 
@@ -237,6 +238,31 @@ int cmd_plan(const std::vector<std::string>& args) {
   PendingOutput out(out_file);
   out.write(export_plan(s, sim, rank).dump(1) + "\n");
   out.commit();
+  return 0;
+}
+
+int cmd_validate_published(const std::vector<std::string>& args) {
+  std::string cases_file, json_out, markdown_out;
+  bool help = false;
+  po::options_description all("validate-published");
+  all.add_options()("cases", po::value(&cases_file),
+                    "a zerosim-published-cases/1 file (default: the bundled cases)")(
+      "json", po::value(&json_out), "write the results as JSON to FILE (- = stdout)")(
+      "markdown", po::value(&markdown_out), "write the results as a markdown table to FILE")(
+      "help,h", po::bool_switch(&help), "this help");
+  parse(args, all, {});
+  if (help) {
+    std::cout << "usage: zerosim validate-published [--cases FILE] [--json FILE]\n\n" << all;
+    return 0;
+  }
+  json doc = cases_file.empty() ? bundled_cases() : read_json_file(cases_file, "--cases");
+  PublishedSummary summary = validate_published(doc);
+  PendingOutput json_file(json_out), md_file(markdown_out);
+  if (!json_out.empty()) json_file.write(published_json(summary).dump(2) + "\n");
+  if (!markdown_out.empty()) md_file.write(published_markdown(summary));
+  json_file.commit();
+  md_file.commit();
+  if (json_out != "-") std::cout << published_text(summary);
   return 0;
 }
 

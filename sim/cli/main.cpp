@@ -16,6 +16,7 @@ const char* kUsage =
     "  simulate [SCENARIO.json] [flags]   simulate one training step (summary, --json, --trace)\n"
     "  memory   [SCENARIO.json] [flags]   per-GPU memory and whether it fits, without timing\n"
     "  plan     [SCENARIO.json] --out F   export the op list of one or every rank (JSON)\n"
+    "  validate-published [--cases F]     simulate published runs, predicted vs measured\n"
     "  list     models|clusters|keys      what the scenario can name\n"
     "  bench                              engine speed at DP = 8 .. 4096 (events/s)\n"
     "\n"
@@ -36,10 +37,11 @@ int main(int argc, char** argv) {
     if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
     if (command == "list") return zerosim::cli::cmd_list(args);
     if (command == "plan") return zerosim::cli::cmd_plan(args);
+    if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
     if (command == "bench") return zerosim::cli::cmd_bench(args);
     std::cerr << "zerosim: error: unknown command '" << command << "'"
-              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "list", "bench"})
-              << "; commands: simulate, memory, plan, list, bench\n";
+              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "validate-published", "list", "bench"})
+              << "; commands: simulate, memory, plan, validate-published, list, bench\n";
     return 2;
   } catch (const zerosim::InputError& e) {
     std::cerr << "zerosim: error: " << e.what() << "\n";

@@ -1,0 +1,42 @@
+#pragma once
+// `zerosim validate-published`: simulate published training runs (format
+// "zerosim-published-cases/1", see shared/validation/README.md) and compare the predicted step
+// time with the measured one. Cases zerosim cannot simulate are listed as skipped with the
+// reason, never dropped.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zerosim {
+
+struct CaseResult {
+  std::string id, source, group;  // group: the id's first token (megatron, ds, usp, ...)
+  bool approximate = false;
+  bool skipped = false;
+  std::string skip_reason;
+  double predicted_s = 0, measured_s = 0, error_pct = 0;  // error = (pred - meas) / meas
+  double predicted_peak_gib = 0, measured_peak_gib = 0;   // measured 0 when not published
+  bool fits = true;
+};
+
+struct PublishedSummary {
+  std::vector<CaseResult> cases;
+  double mape_pct = 0, mape_exact_pct = 0;  // all simulated cases; non-approximate ones
+  std::vector<std::pair<std::string, double>> mape_by_group;
+  int simulated = 0, skipped = 0;
+};
+
+// The cases bundled with zerosim (validate/cases/*.json, compiled in).
+nlohmann::json bundled_cases();
+
+// Scenario document of one case; throws InputError naming "cases[i].key" for malformed cases.
+nlohmann::json case_scenario(const nlohmann::json& c, const std::string& key_path);
+
+PublishedSummary validate_published(const nlohmann::json& cases_doc);
+
+nlohmann::json published_json(const PublishedSummary& s);
+std::string published_text(const PublishedSummary& s);
+std::string published_markdown(const PublishedSummary& s);
+
+}  // namespace zerosim
