@@ -63,10 +63,13 @@ class PendingOutput {
   std::string tmp_;
 };
 
+// Numeric flags start unset (kUnset) so that an explicit 0 reaches the scenario checks.
+constexpr long long kUnset = -(1LL << 62);
+
 struct ScenarioFlags {
   std::string scenario_file, model, cluster, deepspeed, precision, recompute, framework;
-  int nodes = 0, num_gpus = 0, zero = -1, tp = 0, pp = 0, dp = 0;
-  long long mbs = 0, gbs = 0, gas = 0;
+  long long nodes = kUnset, num_gpus = kUnset, zero = kUnset, tp = kUnset, pp = kUnset,
+            dp = kUnset, mbs = kUnset, gbs = kUnset, gas = kUnset;
   std::vector<std::string> sets;
   bool allow_oom = false;
 };
@@ -117,30 +120,31 @@ json scenario_document(const ScenarioFlags& f) {
       c = fresh;
     }
   }
-  if (f.nodes) {
-    doc["cluster"].erase("num_gpus");
+  if (f.nodes != kUnset) {
+    if (doc["cluster"].is_object()) doc["cluster"].erase("num_gpus");
     set("cluster.nodes", f.nodes);
   }
-  if (f.num_gpus) {
-    doc["cluster"].erase("nodes");
+  if (f.num_gpus != kUnset) {
+    if (doc["cluster"].is_object()) doc["cluster"].erase("nodes");
     set("cluster.num_gpus", f.num_gpus);
   }
-  if (f.zero >= 0) set("zero.stage", f.zero);
+  if (f.zero != kUnset) set("zero.stage", f.zero);
   // Batch flags win over the document's batch keys: the accumulation steps (then the global
   // batch) that the flags did not give are dropped so that DeepSpeed's rule derives them anew.
-  if (f.mbs || f.gbs || f.gas) {
+  auto given = [](long long v) { return v != kUnset; };
+  if (given(f.mbs) || given(f.gbs) || given(f.gas)) {
     json& t = doc["training"];
     if (t.is_object()) {
-      if (!f.gas) t.erase("gradient_accumulation_steps");
-      if (f.gas && !f.gbs) t.erase("global_batch_size");
+      if (!given(f.gas)) t.erase("gradient_accumulation_steps");
+      if (given(f.gas) && !given(f.gbs)) t.erase("global_batch_size");
     }
   }
-  if (f.mbs) set("training.micro_batch_size", f.mbs);
-  if (f.gbs) set("training.global_batch_size", f.gbs);
-  if (f.gas) set("training.gradient_accumulation_steps", f.gas);
-  if (f.tp) set("parallel.tp", f.tp);
-  if (f.pp) set("parallel.pp", f.pp);
-  if (f.dp) set("parallel.dp", f.dp);
+  if (given(f.mbs)) set("training.micro_batch_size", f.mbs);
+  if (given(f.gbs)) set("training.global_batch_size", f.gbs);
+  if (given(f.gas)) set("training.gradient_accumulation_steps", f.gas);
+  if (given(f.tp)) set("parallel.tp", f.tp);
+  if (given(f.pp)) set("parallel.pp", f.pp);
+  if (given(f.dp)) set("parallel.dp", f.dp);
   if (!f.precision.empty()) set("training.precision", f.precision);
   if (!f.recompute.empty()) set("parallel.recompute", f.recompute);
   if (!f.framework.empty()) set("parallel.framework", f.framework);

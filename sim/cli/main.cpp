@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sim/cli/commands.h"
+#include "sim/collective/collective_command.h"
 #include "sim/core/error.h"
 
 namespace {
@@ -16,6 +17,7 @@ const char* kUsage =
     "  simulate [SCENARIO.json] [flags]   simulate one training step (summary, --json, --trace)\n"
     "  memory   [SCENARIO.json] [flags]   per-GPU memory and whether it fits, without timing\n"
     "  plan     [SCENARIO.json] --out F   export the op list of one or every rank (JSON)\n"
+    "  collective --cluster C --op OP ... nccl-tests-like sweep of one collective (NCCL model)\n"
     "  validate-published [--cases F]     simulate published runs, predicted vs measured\n"
     "  list     models|clusters|keys      what the scenario can name\n"
     "  bench                              engine speed at DP = 8 .. 4096 (events/s)\n"
@@ -37,11 +39,12 @@ int main(int argc, char** argv) {
     if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
     if (command == "list") return zerosim::cli::cmd_list(args);
     if (command == "plan") return zerosim::cli::cmd_plan(args);
+    if (command == "collective") return zerosim::run_collective_command(args);
     if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
     if (command == "bench") return zerosim::cli::cmd_bench(args);
     std::cerr << "zerosim: error: unknown command '" << command << "'"
-              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "validate-published", "list", "bench"})
-              << "; commands: simulate, memory, plan, validate-published, list, bench\n";
+              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "collective", "validate-published", "list", "bench"})
+              << "; commands: simulate, memory, plan, collective, validate-published, list, bench\n";
     return 2;
   } catch (const zerosim::InputError& e) {
     std::cerr << "zerosim: error: " << e.what() << "\n";

@@ -22,16 +22,20 @@ LinkConstants default_link_constants(const ClusterSpec& c) {
   return k;
 }
 
-CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
-                                     CollectiveKind kind, Bytes bytes, const std::int32_t* ranks,
-                                     int n) {
-  CollectiveCost out;
-  if (n <= 1 || bytes <= 0) return out;
+void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
+                     int& members_per_node, bool& inter_node) {
   std::map<int, int> per_node;
   for (int i = 0; i < n; ++i) ++per_node[ranks[i] / c.gpus_per_node];
-  int members_per_node = 0;
+  members_per_node = 0;
   for (const auto& [node, count] : per_node) members_per_node = std::max(members_per_node, count);
-  const bool inter = per_node.size() > 1;
+  inter_node = per_node.size() > 1;
+}
+
+CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
+                                     CollectiveKind kind, Bytes bytes, int n,
+                                     int members_per_node, bool inter) {
+  CollectiveCost out;
+  if (n <= 1 || bytes <= 0) return out;
   const double nvlink = c.nvlink_bandwidth * k.nvlink_efficiency;
   double bus = nvlink;
   if (inter) {
@@ -57,11 +61,21 @@ CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& 
   return out;
 }
 
+const AnalyticalComm::GroupShape& AnalyticalComm::shape(const Plan& plan, int g) {
+  if (shapes_.empty()) shapes_.resize(plan.num_groups());
+  GroupShape& s = shapes_[g];
+  if (s.n == 0) {
+    s.n = plan.cost_size(g);
+    group_placement(cluster_, plan.cost_members(g), s.n, s.members_per_node, s.inter);
+  }
+  return s;
+}
+
 void AnalyticalComm::start(const Plan& plan, std::uint32_t c, SimTime now) {
   const Collective& coll = plan.collectives[c];
-  CollectiveCost cost = analytical_collective(cluster_, k_, coll.kind, coll.bytes,
-                                              plan.group_members(coll.group),
-                                              plan.group_size(coll.group));
+  const GroupShape& g = shape(plan, coll.group);
+  CollectiveCost cost =
+      analytical_collective(cluster_, k_, coll.kind, coll.bytes, g.n, g.members_per_node, g.inter);
   heap_.push({now + seconds_to_ps(cost.seconds), c});
 }
 

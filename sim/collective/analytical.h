@@ -34,10 +34,15 @@ struct CollectiveCost {
   double bus_bandwidth = 0;  // bytes/s
 };
 
-// Cost of a collective over `ranks` (global rank ids, node = rank / gpus_per_node).
+// Cost of a collective over n ranks of which at most members_per_node share a node.
 CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
-                                     CollectiveKind kind, Bytes bytes,
-                                     const std::int32_t* ranks, int n);
+                                     CollectiveKind kind, Bytes bytes, int n,
+                                     int members_per_node, bool inter_node);
+
+// Members per node and whether the ranks (cluster rank ids, node = rank / gpus_per_node) span
+// more than one node.
+void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
+                     int& members_per_node, bool& inter_node);
 
 class AnalyticalComm : public CommBackend {
  public:
@@ -53,8 +58,16 @@ class AnalyticalComm : public CommBackend {
     std::uint32_t c;
     bool operator>(const Pending& o) const { return end != o.end ? end > o.end : c > o.c; }
   };
+  // Per group: members per node and whether it spans nodes, computed once.
+  struct GroupShape {
+    int n = 0, members_per_node = 0;
+    bool inter = false;
+  };
+  const GroupShape& shape(const Plan& plan, int g);
+
   const ClusterSpec& cluster_;
   LinkConstants k_;
+  std::vector<GroupShape> shapes_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> heap_;
 };
 

@@ -12,7 +12,8 @@ const char* stream_name(Stream s) {
     case Stream::Compute: return "compute";
     case Stream::DpComm: return "dp-comm";
     case Stream::TpComm: return "tp-comm";
-    case Stream::PpComm: return "pp-comm";
+    case Stream::PpComm: return "pp-send";
+    case Stream::PpRecv: return "pp-recv";
     case Stream::H2D: return "h2d";
     case Stream::D2H: return "d2h";
     case Stream::Cpu: return "cpu";

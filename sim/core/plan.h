@@ -17,8 +17,10 @@ enum class OpKind : std::uint8_t { Compute, Collective, Copy, Alloc, Free };
 
 // CUDA streams of one rank (plus the host CPU). Ops on one stream run one after another in plan
 // order; ops on different streams of a rank run concurrently.
-enum class Stream : std::uint8_t { Compute, DpComm, TpComm, PpComm, H2D, D2H, Cpu };
-inline constexpr int kNumStreams = 7;
+// Pipeline sends and receives get a stream each so that a send waiting for its peer never holds
+// up a receive (Megatron batches them with batch_isend_irecv for the same reason).
+enum class Stream : std::uint8_t { Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu };
+inline constexpr int kNumStreams = 8;
 const char* stream_name(Stream s);
 
 // Collective kinds as NCCL names them; SendRecv is a point-to-point transfer whose two member ops
@@ -75,9 +77,25 @@ struct Plan {
   std::vector<std::string> group_names;
   std::vector<std::string> names;  // op names, interned
 
+  // Symmetry folding: a plan may hold only one data-parallel replica when the others would run
+  // exactly the same (homogeneous cluster, no contention). Then real_rank maps a plan rank to
+  // the cluster rank it stands for, and a group's cost_ranks are the cluster ranks its
+  // collectives really span (CSR like the groups). Both are empty for an unfolded plan.
+  std::vector<std::int32_t> real_rank;
+  std::vector<std::uint32_t> cost_begin;
+  std::vector<std::int32_t> cost_ranks;
+
   int num_groups() const { return static_cast<int>(group_names.size()); }
   int group_size(int g) const { return static_cast<int>(group_begin[g + 1] - group_begin[g]); }
   const std::int32_t* group_members(int g) const { return group_ranks.data() + group_begin[g]; }
+  bool folded() const { return !cost_begin.empty(); }
+  // The cluster ranks a collective of group g spans (its members unless folded).
+  int cost_size(int g) const {
+    return folded() ? static_cast<int>(cost_begin[g + 1] - cost_begin[g]) : group_size(g);
+  }
+  const std::int32_t* cost_members(int g) const {
+    return folded() ? cost_ranks.data() + cost_begin[g] : group_members(g);
+  }
 };
 
 }  // namespace zerosim

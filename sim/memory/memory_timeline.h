@@ -17,9 +17,14 @@ struct MemoryUsage {
   std::vector<std::pair<SimTime, Bytes>> timeline;  // (time, total) after each change
 };
 
-// Plays the Alloc/Free ops of `rank` in completion order. Throws std::logic_error if memory of a
-// category would go negative (a plan-builder bug).
-MemoryUsage replay_memory(const Plan& plan, const EngineResult& result, int rank,
-                          bool keep_timeline);
+// Plays the Alloc/Free ops of each of `ranks` in completion order, in one pass over the
+// events. Throws std::logic_error if memory of a category would go negative (a plan-builder bug).
+std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& result,
+                                       const std::vector<int>& ranks, bool keep_timeline);
+
+inline MemoryUsage replay_memory(const Plan& plan, const EngineResult& result, int rank,
+                                 bool keep_timeline) {
+  return replay_memory(plan, result, std::vector<int>{rank}, keep_timeline)[0];
+}
 
 }  // namespace zerosim

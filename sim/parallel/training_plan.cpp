@@ -8,6 +8,10 @@
 
 namespace zerosim {
 
+const char* group_kind_name(GroupKind k) {
+  return k == GroupKind::Dp ? "dp" : k == GroupKind::Tp ? "tp" : "pp";
+}
+
 double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
   if (n <= 1) return 0;
   const double b = static_cast<double>(bytes);
@@ -28,8 +32,14 @@ namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// A template op: what one rank runs. Every rank of a homogeneous data-parallel / tensor-parallel
-// layout runs the same sequence; collectives are matched across ranks by (group kind, instance).
+// Which group a template op's collective runs on, seen from the rank that runs it. Pipeline
+// transfers are two-member "collectives" (send first, receive second) on the group of an ordered
+// pair of adjacent stages.
+enum class Peer : std::uint8_t { Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext };
+constexpr int kNumPeers = 6;
+
+// A template op: what every rank of one pipeline stage runs (all DP and TP ranks of a stage run
+// the same sequence). Collectives are matched across ranks by (group, instance).
 struct TemplateOp {
   OpKind kind = OpKind::Compute;
   Stream stream = Stream::Compute;
@@ -39,36 +49,15 @@ struct TemplateOp {
   std::int32_t work = -1;
   Bytes bytes = 0;
   std::uint32_t dep_begin = 0, dep_count = 0;
-  GroupKind group = GroupKind::Dp;
-  CollectiveKind collective = CollectiveKind::AllReduce;
+  Peer peer = Peer::Dp;
   std::int32_t instance = -1;
 };
 
 struct Template {
   std::vector<TemplateOp> ops;
   std::vector<std::int32_t> deps;
-  std::vector<std::string> names;
-  std::map<std::string, std::int32_t> name_ids;
-  std::vector<Work> works;
-  std::int32_t instances[3] = {0, 0, 0};
-  // Kinds and sizes of each collective instance, per group kind.
-  std::vector<std::pair<CollectiveKind, Bytes>> instance_info[3];
-
-  std::int32_t intern(const std::string& n) {
-    auto [it, inserted] = name_ids.emplace(n, static_cast<std::int32_t>(names.size()));
-    if (inserted) names.push_back(n);
-    return it->second;
-  }
-  std::int32_t add(TemplateOp op, const std::string& name, const std::vector<std::int32_t>& d) {
-    op.name = intern(name);
-    op.dep_begin = static_cast<std::uint32_t>(deps.size());
-    for (std::int32_t x : d) {
-      if (x >= 0) deps.push_back(x);
-    }
-    op.dep_count = static_cast<std::uint32_t>(deps.size()) - op.dep_begin;
-    ops.push_back(op);
-    return static_cast<std::int32_t>(ops.size() - 1);
-  }
+  // Kind and size of each collective instance, per peer.
+  std::vector<std::pair<CollectiveKind, Bytes>> instances[kNumPeers];
 };
 
 // A parameter unit: what one ZeRO-3 fetch gathers and one backward hook hands to the gradient
@@ -80,101 +69,46 @@ struct Unit {
   std::string label;
 };
 
-class StepBuilder {
- public:
-  StepBuilder(const Scenario& s, TrainingPlan& out, bool memory_only)
-      : s_(s), out_(out), memory_only_(memory_only) {}
+// When data-parallel gradient reduction runs, per framework (see the README).
+enum class ReduceWhen {
+  EveryBackward,   // DeepSpeed ZeRO-2/3 hooks, FSDP: each micro-batch's backward
+  LastBackward,    // DDP (stage 0) and DeepSpeed ZeRO-1 with overlap_comm: hooks, last micro-batch
+  AfterBackward,   // after the last backward (pipeline flush): Megatron, nanotron, DeepSpeed's
+                   // pipeline engine and ZeRO-1 without overlap_comm
+};
 
-  void build() {
-    make_units();
-    const int m = static_cast<int>(s_.training.gradient_accumulation_steps);
-    model_states();
-    alloc_persistent();
-    if (s_.zero.stage == 3) plan_stage3_residency();
-    for (int j = 0; j < m; ++j) {
-      forward(j);
-      backward(j, j == m - 1);
-    }
-    optimizer_step();
-    instantiate();
+class PlanBuilder;
+
+// Builds the template of one pipeline stage.
+class StageBuilder {
+ public:
+  StageBuilder(const Scenario& s, PlanBuilder& owner, int stage, std::vector<std::vector<Unit>> chunks,
+               std::vector<std::string>& names, std::map<std::string, std::int32_t>& name_ids,
+               const std::int32_t* work_of, std::vector<Work>& works)
+      : s_(s), owner_(owner), stage_(stage), chunks_(std::move(chunks)), names_(names),
+        name_ids_(name_ids), work_of_(work_of), works_(works) {
+    (void)owner_;
   }
+
+  Template build(StagePlan& info);
 
  private:
-  // ---- units and sizes -------------------------------------------------------------------
-  void make_units() {
-    const ModelSpec& m = s_.model;
-    const ParamCounts pc = count_params(m);
-    const std::int64_t tp = s_.parallel.tp;
-    // TP shards the weight matrices (vocab-parallel embedding and head, column/row-parallel
-    // linears); norms are replicated. Parameters are counted per TP rank.
-    auto shard = [&](std::int64_t total, std::int64_t replicated) {
-      return (total - replicated + tp - 1) / tp + replicated;
-    };
-    units_.push_back({WorkKind::EmbedForward, WorkKind::EmbedBackward, -1, shard(pc.embedding, 0),
-                      "embedding"});
-    for (int l = 0; l < m.num_layers; ++l) {
-      units_.push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, l,
-                        shard(pc.attention_block, pc.attention_norm), "attention"});
-      units_.push_back({WorkKind::MlpForward, WorkKind::MlpBackward, l,
-                        shard(pc.mlp_block, pc.mlp_norm), "mlp"});
-    }
-    units_.push_back({WorkKind::HeadForward, WorkKind::HeadBackward, -1,
-                      shard(pc.output, 0) + pc.final_norm, "head"});
-    std::int64_t phi = 0;
-    for (const auto& u : units_) phi += u.params;
-    out_.local_params = phi;
-    const std::int64_t n = s_.parallel.dp;
-    out_.dp_partition = (phi + n - 1) / n;
-    for (auto k : {WorkKind::EmbedForward, WorkKind::EmbedBackward, WorkKind::AttentionForward,
-                   WorkKind::AttentionBackward, WorkKind::MlpForward, WorkKind::MlpBackward,
-                   WorkKind::HeadForward, WorkKind::HeadBackward}) {
-      work_of_[static_cast<int>(k)] = static_cast<std::int32_t>(t_.works.size());
-      t_.works.push_back({k, 0});
-    }
-    activation_layer_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
-                                                   s_.parallel.sequence_parallel,
-                                                   s_.parallel.recompute,
-                                                   s_.training.flash_attention);
-    activation_layer_full_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
-                                                        s_.parallel.sequence_parallel,
-                                                        Recompute::None,
-                                                        s_.training.flash_attention);
-    const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
-    // Logits in 16 bits and their fp32 copy for the cross-entropy (Korthikanti et al. 2022,
-    // section 4.3 counts the fp32 copy as 4sbv/t), vocab-parallel over TP.
-    logits_bytes_ = static_cast<Bytes>(6.0 * sb * m.vocab_size / tp);
-    tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
+  // ---- emitting template ops -----------------------------------------------------------------
+  std::int32_t intern(const std::string& n) {
+    auto [it, inserted] = name_ids_.emplace(n, static_cast<std::int32_t>(names_.size()));
+    if (inserted) names_.push_back(n);
+    return it->second;
   }
-
-  // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
-  // fp32 master weights and Adam moments per parameter, partitioned by stage.
-  void model_states() {
-    const std::int64_t phi = out_.local_params;
-    const std::int64_t part = out_.dp_partition;
-    const int stage = s_.zero.stage;
-    ModelStateBytes& ms = out_.model_states;
-    ms.params = 2 * (stage == 3 ? part : phi);
-    ms.grads = 2 * (stage >= 2 ? part : phi);
-    ms.optimizer_states = 12 * (stage >= 1 ? part : phi);
-  }
-
-  void alloc_persistent() {
-    const ModelStateBytes& ms = out_.model_states;
-    alloc(MemCategory::Params, ms.params, "params");
-    alloc(MemCategory::Grads, ms.grads, "grads");
-    alloc(MemCategory::OptimizerStates, ms.optimizer_states, "optimizer_states");
-    alloc(MemCategory::Buffers, kCudaContextBytes, "cuda_context");
-    if (s_.zero.stage == 0) {
-      // PyTorch DDP keeps its own bucket buffers beside param.grad (gradient_as_bucket_view
-      // defaults to False): a second 16-bit copy of every gradient.
-      alloc(MemCategory::Buffers, 2 * out_.local_params, "ddp_buckets");
+  std::int32_t add(TemplateOp op, const std::string& name, const std::vector<std::int32_t>& d) {
+    op.name = intern(name);
+    op.dep_begin = static_cast<std::uint32_t>(t_.deps.size());
+    for (std::int32_t x : d) {
+      if (x >= 0) t_.deps.push_back(x);
     }
-    if (s_.zero.stage == 3 && s_.zero.contiguous_gradients) {
-      alloc(MemCategory::Buffers, 2 * s_.zero.reduce_bucket_size, "ipg_buffer");
-    }
+    op.dep_count = static_cast<std::uint32_t>(t_.deps.size()) - op.dep_begin;
+    t_.ops.push_back(op);
+    return static_cast<std::int32_t>(t_.ops.size() - 1);
   }
-
-  // ---- helpers for emitting template ops ---------------------------------------------------
   std::int32_t alloc(MemCategory c, Bytes bytes, const std::string& name,
                      Stream stream = Stream::Compute, std::vector<std::int32_t> deps = {}) {
     TemplateOp op;
@@ -182,7 +116,7 @@ class StepBuilder {
     op.stream = stream;
     op.category = c;
     op.bytes = bytes;
-    return t_.add(op, "alloc " + name, deps);
+    return add(op, "alloc " + name, deps);
   }
   std::int32_t free_op(MemCategory c, Bytes bytes, const std::string& name,
                        Stream stream = Stream::Compute, std::vector<std::int32_t> deps = {}) {
@@ -191,425 +125,305 @@ class StepBuilder {
     op.stream = stream;
     op.category = c;
     op.bytes = bytes;
-    return t_.add(op, "free " + name, deps);
+    return add(op, "free " + name, deps);
   }
+  // A compute op also waits for what the host blocked on since the previous one.
   std::int32_t compute(WorkKind k, Phase phase, const std::string& name,
                        std::vector<std::int32_t> deps = {}) {
     TemplateOp op;
     op.kind = OpKind::Compute;
-    op.stream = Stream::Compute;
     op.phase = phase;
     op.work = work_of_[static_cast<int>(k)];
     deps.insert(deps.end(), host_waits_.begin(), host_waits_.end());
     host_waits_.clear();
-    return t_.add(op, name, deps);
+    return add(op, name, deps);
   }
-  std::int32_t collective(GroupKind g, CollectiveKind k, Bytes bytes, Stream stream,
+  std::int32_t collective(Peer peer, CollectiveKind k, Bytes bytes, Stream stream,
                           const std::string& name, std::vector<std::int32_t> deps = {}) {
     TemplateOp op;
     op.kind = OpKind::Collective;
     op.stream = stream;
     op.phase = Phase::Communication;
     op.bytes = bytes;
-    op.group = g;
-    op.collective = k;
-    int gi = static_cast<int>(g);
-    op.instance = t_.instances[gi]++;
-    t_.instance_info[gi].push_back({k, bytes});
-    return t_.add(op, name, deps);
+    op.peer = peer;
+    auto& list = t_.instances[static_cast<int>(peer)];
+    op.instance = static_cast<std::int32_t>(list.size());
+    list.push_back({k, bytes});
+    return add(op, name, deps);
   }
-  static std::string layer_name(const Unit& u, const char* pass) {
+  static std::string unit_name(const Unit& u, const char* pass) {
     return u.layer >= 0 ? std::string(pass) + " " + u.label + " L" + std::to_string(u.layer)
                         : std::string(pass) + " " + u.label;
   }
-
-  // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
-  // backward: the column-parallel input gradient). With sequence parallelism the all-reduce
-  // becomes a reduce-scatter after the block and an all-gather before the next one; both move
-  // the same bytes per rank as half an all-reduce each.
-  void tp_collectives(std::int32_t after, const std::string& what) {
-    if (s_.parallel.tp == 1) return;
-    std::int32_t last;
-    if (s_.parallel.sequence_parallel) {
-      std::int32_t rs = collective(GroupKind::Tp, CollectiveKind::ReduceScatter,
-                                   tp_activation_bytes_, Stream::TpComm, "tp reduce_scatter " + what,
-                                   {after});
-      last = collective(GroupKind::Tp, CollectiveKind::AllGather, tp_activation_bytes_,
-                        Stream::TpComm, "tp all_gather " + what, {rs});
-    } else {
-      last = collective(GroupKind::Tp, CollectiveKind::AllReduce, tp_activation_bytes_,
-                        Stream::TpComm, "tp all_reduce " + what, {after});
-    }
-    host_waits_.push_back(last);
+  std::string pass_suffix(int mb, int chunk) const {
+    std::string s = " mb" + std::to_string(mb);
+    if (chunks_.size() > 1) s += " c" + std::to_string(chunk);
+    return s;
   }
 
-  // ---- ZeRO-3 parameter residency ------------------------------------------------------------
-  // The fetch trace of one micro-batch: forward uses of every unit, then backward uses in reverse.
-  // For each use, whether the unit must be gathered first and whether it is released after.
-  void plan_stage3_residency() {
-    const std::size_t u_count = units_.size();
-    const ZeroConfig& z = s_.zero;
-    persistent_.assign(u_count, false);
-    keep_after_forward_.assign(u_count, false);
-    for (std::size_t u = 0; u < u_count; ++u) {
-      persistent_[u] = units_[u].params <= z.stage3_param_persistence_threshold;
+  // ---- schedule --------------------------------------------------------------------------------
+  struct Step {
+    bool forward;
+    int mb, chunk;
+  };
+  std::vector<Step> schedule() const;
+  void forward_pass(int mb, int chunk);
+  void backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
+  void tp_collectives(std::int32_t after, const std::string& what);
+
+  // ---- ZeRO-3 residency ------------------------------------------------------------------------
+  void plan_stage3(int chunk);
+  void issue_fetches(int chunk, std::size_t use, std::int32_t hook_after);
+
+  // ---- gradients -------------------------------------------------------------------------------
+  ReduceWhen reduce_when() const;
+  Stream reduction_stream() const;
+  std::int64_t bucket_limit() const;
+  CollectiveKind reduction_kind(std::string& what) const;
+  void hook_setup(bool first_backward);
+  void grad_ready(std::int64_t params, std::int32_t produced_by);
+  void flush(std::int32_t produced_by);
+  void flush_elements(std::int64_t elements, std::int32_t produced_by);
+  void epilogue(std::int32_t last_backward, bool last_of_step);
+  Bytes grad_bytes_per_element() const;
+
+  void optimizer_step();
+
+  const Scenario& s_;
+  PlanBuilder& owner_;
+  const int stage_;
+  std::vector<std::vector<Unit>> chunks_;
+  std::vector<std::string>& names_;
+  std::map<std::string, std::int32_t>& name_ids_;
+  const std::int32_t* work_of_;
+  std::vector<Work>& works_;
+  Template t_;
+  StagePlan* info_ = nullptr;
+
+  double activation_layer_ = 0, activation_layer_full_ = 0;
+  Bytes logits_bytes_ = 0, tp_activation_bytes_ = 0, p2p_bytes_ = 0;
+  std::vector<std::int32_t> host_waits_;
+  std::int32_t last_compute_ = -1;
+
+  // ZeRO-3, per chunk: the fetch trace of a forward and backward pass of that chunk.
+  struct Residency {
+    std::vector<bool> persistent, keep_after_forward, needs_fetch;
+    std::vector<std::pair<int, bool>> trace;  // (unit, backward)
+    std::vector<int> issue_at;
+  };
+  std::vector<Residency> residency_;
+  // Fetches of the current pass; a pass's backward may use gathers its forward prefetched.
+  std::vector<std::int32_t> fetch_op_;
+  std::map<std::pair<int, int>, std::vector<std::int32_t>> pending_fetches_;  // (mb, chunk)
+  std::vector<int> backwards_done_;  // per chunk, in this step
+
+  // Gradient buckets.
+  std::int64_t bucket_elements_ = 0;
+  int bucket_count_ = 0;
+  std::int32_t last_reduction_ = -1, prev_reduction_ = -1, older_reduction_ = -1;
+  std::int32_t final_reduction_ = -1;
+  bool ipg_allocated_ = false, partition_temp_ = false;
+  Bytes ipg_bytes_ = 0;
+};
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Scenario& s, TrainingPlan& out, bool fold)
+      : s_(s), out_(out), fold_(fold) {}
+
+  void build() {
+    const ParallelConfig& par = s_.parallel;
+    const int p = par.pp, v = par.virtual_stages;
+    for (auto k : {WorkKind::EmbedForward, WorkKind::EmbedBackward, WorkKind::AttentionForward,
+                   WorkKind::AttentionBackward, WorkKind::MlpForward, WorkKind::MlpBackward,
+                   WorkKind::HeadForward, WorkKind::HeadBackward}) {
+      work_of_[static_cast<int>(k)] = static_cast<std::int32_t>(out_.works.size());
+      out_.works.push_back({k, 0});
     }
-    // A unit is kept gathered from its forward to its backward when the parameters used in
-    // between (the later units' forward and backward) stay within stage3_max_reuse_distance.
-    std::int64_t between = 0;
-    for (std::size_t i = u_count; i-- > 0;) {
-      keep_after_forward_[i] = between <= z.stage3_max_reuse_distance;
-      between += 2 * units_[i].params;
-    }
-    // Trace of uses: (unit, is_backward).
-    trace_.clear();
-    for (std::size_t u = 0; u < u_count; ++u) trace_.push_back({static_cast<int>(u), false});
-    for (std::size_t u = u_count; u-- > 0;) trace_.push_back({static_cast<int>(u), true});
-    needs_fetch_.assign(trace_.size(), false);
-    for (std::size_t k = 0; k < trace_.size(); ++k) {
-      auto [u, bwd] = trace_[k];
-      needs_fetch_[k] = !persistent_[u] && !(bwd && keep_after_forward_[u]);
-    }
-    // The pre-hook of use c fetches c and prefetches the following uses that need a fetch, up to
-    // stage3_prefetch_bucket_size elements (the last one may overshoot) and within
-    // stage3_max_live_parameters. issue_at_[k] is the first use whose pre-hook issues k's fetch.
-    issue_at_.assign(trace_.size(), -1);
-    for (std::size_t c = 0; c < trace_.size(); ++c) {
-      if (needs_fetch_[c] && issue_at_[c] < 0) issue_at_[c] = static_cast<int>(c);
-      std::int64_t budget =
-          std::min<std::int64_t>(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters);
-      std::int64_t taken = 0;
-      for (std::size_t k = c + 1; k < trace_.size() && taken < budget; ++k) {
-        if (!needs_fetch_[k]) continue;
-        if (issue_at_[k] < 0) issue_at_[k] = static_cast<int>(c);
-        taken += units_[trace_[k].first].params;
+    // Virtual stage g = chunk * p + stage holds an even share of the layers (the first ones get
+    // the remainder); the embedding rides with virtual stage 0 and the head with the last.
+    const ModelSpec& m = s_.model;
+    const ParamCounts pc = count_params(m);
+    const std::int64_t tp = par.tp;
+    auto shard = [&](std::int64_t total, std::int64_t replicated) {
+      return ceil_div(total - replicated, tp) + replicated;
+    };
+    // Megatron replicates over TP what it does not split: norms, the biases of row-parallel
+    // linears (attention output, MLP down) and the learned position table.
+    const std::int64_t row_bias = m.linear_bias ? m.hidden_size : 0;
+    const std::int64_t position_table =
+        m.position == PositionKind::Learned ? m.max_position_embeddings * m.hidden_size : 0;
+    const std::int64_t embedding_norm = pc.embedding - m.vocab_size * m.hidden_size - position_table;
+    const int virtual_stages = p * v;
+    std::vector<std::vector<Unit>> per_virtual(virtual_stages);
+    per_virtual[0].push_back({WorkKind::EmbedForward, WorkKind::EmbedBackward, -1,
+                              shard(pc.embedding, position_table + embedding_norm), "embedding"});
+    int layer = 0;
+    for (int g = 0; g < virtual_stages; ++g) {
+      int count = static_cast<int>(m.num_layers / virtual_stages) +
+                  (g < m.num_layers % virtual_stages ? 1 : 0);
+      for (int i = 0; i < count; ++i, ++layer) {
+        per_virtual[g].push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, layer,
+                                  shard(pc.attention_block, pc.attention_norm + row_bias),
+                                  "attention"});
+        per_virtual[g].push_back({WorkKind::MlpForward, WorkKind::MlpBackward, layer,
+                                  shard(pc.mlp_block, pc.mlp_norm + row_bias), "mlp"});
       }
     }
+    // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
+    // copy for the output layer (Megatron's word-embedding copy on the last stage).
+    std::int64_t head = shard(pc.output, 0) + pc.final_norm;
+    if (m.tied_embeddings && p > 1) head += shard(m.vocab_size * m.hidden_size, 0);
+    per_virtual[virtual_stages - 1].push_back(
+        {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head"});
+
+    out_.stages.resize(p);
+    templates_.resize(p);
+    for (int st = 0; st < p; ++st) {
+      std::vector<std::vector<Unit>> chunks;
+      for (int c = 0; c < v; ++c) chunks.push_back(per_virtual[c * p + st]);
+      StageBuilder b(s_, *this, st, std::move(chunks), out_.plan.names, name_ids_, work_of_,
+                     out_.works);
+      templates_[st] = b.build(out_.stages[st]);
+    }
+    instantiate();
   }
 
-  // Emits the all-gathers whose fetch is issued at use c's pre-hook; returns nothing, records
-  // fetch_op_[k] for each.
-  void issue_fetches(std::size_t c, std::int32_t hook_after) {
-    const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
-    for (std::size_t k = c; k < trace_.size(); ++k) {
-      if (issue_at_[k] != static_cast<int>(c)) {
-        if (k > c && issue_at_[k] > static_cast<int>(c)) break;
-        continue;
-      }
-      const Unit& u = units_[trace_[k].first];
-      const Bytes bytes = 2 * ceil_div(u.params, s_.parallel.dp) * s_.parallel.dp;
-      std::int32_t a = alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream,
-                             {hook_after});
-      fetch_op_[k] = collective(GroupKind::Dp, CollectiveKind::AllGather, bytes, stream,
-                                layer_name(u, trace_[k].second ? "gather(bwd)" : "gather(fwd)"),
-                                {a});
-    }
+ private:
+  int rank_of(int stage, int dp_idx, int tp_idx) const {
+    return (stage * dp_ + dp_idx) * s_.parallel.tp + tp_idx;
+  }
+  // The cluster rank of (stage, dp index, tp index), folded or not.
+  int real_rank_of(int stage, int dp_idx, int tp_idx) const {
+    return (stage * s_.parallel.dp + dp_idx) * s_.parallel.tp + tp_idx;
   }
 
-  // ---- forward and backward ----------------------------------------------------------------
-  void forward(int j) {
-    const bool stage3 = s_.zero.stage == 3;
-    if (stage3) fetch_op_.assign(trace_.size(), -1);
-    std::int32_t prev = -1;
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      const Unit& unit = units_[u];
-      std::vector<std::int32_t> deps;
-      if (stage3) {
-        issue_fetches(u, prev);
-        if (fetch_op_[u] >= 0) deps.push_back(fetch_op_[u]);
-      }
-      if (unit.forward == WorkKind::AttentionForward) {
-        alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
-      }
-      if (unit.forward == WorkKind::HeadForward) {
-        alloc(MemCategory::Activations, logits_bytes_, "logits");
-      }
-      prev = compute(unit.forward, Phase::Forward,
-                     layer_name(unit, "fwd") + " mb" + std::to_string(j), deps);
-      if (unit.forward != WorkKind::HeadForward) tp_collectives(prev, layer_name(unit, "fwd"));
-      if (stage3 && fetch_op_[u] >= 0 && !keep_after_forward_[u]) {
-        free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
-      }
-    }
-    last_forward_ = prev;
-  }
-
-  void backward(int j, bool boundary) {
-    const int stage = s_.zero.stage;
-    const bool stage3 = stage == 3;
-    const bool hooks_reduce = stage == 2 || stage == 3 ||
-                              (stage == 1 && s_.zero.overlap_comm && boundary) ||
-                              (stage == 0 && boundary);
-    bucket_elements_ = 0;
-    bucket_count_ = 0;
-    last_reduction_ = -1;
-    prev_reduction_ = -1;
-    older_reduction_ = -1;
-    std::int32_t prev = last_forward_;
-    const std::size_t n_units = units_.size();
-    bool first_hook = true;
-    for (std::size_t i = n_units; i-- > 0;) {
-      const Unit& unit = units_[i];
-      const std::size_t use = 2 * n_units - 1 - i;  // backward position in the fetch trace
-      std::vector<std::int32_t> deps;
-      if (stage3) {
-        issue_fetches(use, prev);
-        if (fetch_op_[use] >= 0) deps.push_back(fetch_op_[use]);
-      }
-      const bool recompute_full = s_.parallel.recompute == Recompute::Full;
-      if (recompute_full && unit.backward == WorkKind::MlpBackward) {
-        alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
-              "recomputed activations");
-      }
-      if (stage >= 2) {
-        // param.grad of this unit exists until the hook copies it into the bucket.
-        alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
-      }
-      prev = compute(unit.backward, Phase::Backward,
-                     layer_name(unit, "bwd") + " mb" + std::to_string(j), deps);
-      if (unit.backward != WorkKind::HeadBackward) tp_collectives(prev, layer_name(unit, "bwd"));
-      if (unit.backward == WorkKind::HeadBackward) {
-        free_op(MemCategory::Activations, logits_bytes_, "logits");
-      }
-      if (unit.backward == WorkKind::AttentionBackward) {
-        free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
-        if (recompute_full) {
-          free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
-                  "recomputed activations");
-        }
-      }
-      if (stage3 && fetch_op_[use] >= 0) {
-        free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
-      }
-      if (stage3 && fetch_op_[use] < 0 && keep_after_forward_[i] && !persistent_[i]) {
-        free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
-      }
-      if (hooks_reduce) {
-        if (first_hook) {
-          first_hook = false;
-          hook_setup(j);
-        }
-        grad_ready(unit, prev);
-      }
-      if (stage >= 2) free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
-    }
-    if (hooks_reduce) epilogue(j, boundary);
-    if (stage == 1 && !s_.zero.overlap_comm && boundary) {
-      // Stage 1 without overlap_comm: engine.allreduce_gradients -> reduce_gradients after the
-      // backward, bucket by bucket in model order, on the compute stream.
-      hook_setup(j);
-      for (const Unit& unit : units_) grad_ready(unit, -1);
-      epilogue(j, boundary);
-    }
-    last_backward_ = prev;
-  }
-
-  // ---- gradient buckets ----------------------------------------------------------------------
-  Stream reduction_stream() const {
-    if (s_.zero.stage == 0) return Stream::DpComm;  // DDP's reducer runs on its own NCCL stream
-    return s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
-  }
-
-  void hook_setup(int j) {
-    const int stage = s_.zero.stage;
-    if ((stage == 1 || stage == 2) && s_.zero.contiguous_gradients) {
-      // DeepSpeed's IPG buffer (setup_buckets): reduce_bucket_size 16-bit elements, two of them
-      // with overlap_comm (double-buffered).
-      if (!(stage == 1 && ipg_allocated_)) {
-        ipg_bytes_ = 2 * s_.zero.reduce_bucket_size * (s_.zero.overlap_comm ? 2 : 1);
-        alloc(MemCategory::Buffers, ipg_bytes_, "ipg_buffer");
-        ipg_allocated_ = true;
-      }
-    }
-    if (stage == 2 && j > 0) {
-      // A later micro-batch's partition is reduced into a temporary and added to the first one.
-      alloc(MemCategory::Buffers, 2 * out_.dp_partition, "grads_in_partition (accumulate)");
-      partition_temp_ = true;
-    }
-  }
-
-  // Bucket limit in elements: DeepSpeed's reduce_bucket_size; PyTorch DDP's bucket_cap_mb = 25
-  // MiB (first bucket 1 MiB) of 16-bit gradients.
-  std::int64_t bucket_limit() const {
-    if (s_.zero.stage == 0) {
-      return (bucket_count_ == 0 ? (1 << 20) : 25 * (1 << 20)) / 2;
-    }
-    return s_.zero.reduce_bucket_size;
-  }
-
-  void grad_ready(const Unit& unit, std::int32_t produced_by) {
-    const std::int64_t limit = bucket_limit();
-    if (s_.zero.stage == 0) {
-      // DDP: a bucket closes once it holds at least its cap; it is reduced when all its
-      // gradients are ready, i.e. after the last unit that filled it.
-      bucket_elements_ += unit.params;
-      if (bucket_elements_ >= limit) flush(produced_by);
-      return;
-    }
-    if (unit.params > limit) {
-      flush_elements(unit.params, produced_by);  // too large for the bucket: reduced on its own
-      return;
-    }
-    if (bucket_elements_ + unit.params > limit && bucket_elements_ > 0) flush(produced_by);
-    bucket_elements_ += unit.params;
-  }
-
-  void flush(std::int32_t produced_by) {
-    if (bucket_elements_ == 0) return;
-    flush_elements(bucket_elements_, produced_by);
-    bucket_elements_ = 0;
-  }
-
-  void flush_elements(std::int64_t elements, std::int32_t produced_by) {
-    const ZeroConfig& z = s_.zero;
-    const Stream stream = reduction_stream();
-    CollectiveKind kind;
-    std::string what;
-    if (z.stage == 0) {
-      kind = CollectiveKind::AllReduce;
-      what = "ddp all_reduce";
-    } else if (z.stage == 3) {
-      kind = z.reduce_scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-      what = z.reduce_scatter ? "grad reduce_scatter" : "grad all_reduce";
-    } else {
-      // Stages 1/2 (average_tensor): with reduce_scatter and use_multi_rank_bucket_allreduce
-      // (DeepSpeed >= 0.12 defaults) one all-reduce of the whole bucket; without it one reduce
-      // per owning rank, which moves what a reduce-scatter moves.
-      bool all_reduce = !z.reduce_scatter || z.use_multi_rank_bucket_allreduce;
-      kind = all_reduce ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter;
-      what = all_reduce ? "grad all_reduce" : "grad reduce (to owners)";
-    }
-    std::vector<std::int32_t> deps;
-    if (produced_by >= 0) deps.push_back(produced_by);
-    std::int32_t red = collective(GroupKind::Dp, kind, 2 * elements, stream,
-                                  what + " #" + std::to_string(bucket_count_), deps);
-    ++bucket_count_;
-    if (stream == Stream::DpComm && z.stage != 0) {
-      // The compute stream waits before filling the bucket that is being reduced: with two IPG
-      // buffers (stages 1/2) on the reduction before this one; stage 3 keeps at most two
-      // reductions in flight (max_param_reduce_events).
-      std::int32_t wait = z.stage == 3 ? older_reduction_ : prev_reduction_;
-      if (wait >= 0) host_waits_.push_back(wait);
-    }
-    older_reduction_ = prev_reduction_;
-    prev_reduction_ = red;
-    last_reduction_ = red;
-  }
-
-  void epilogue(int j, bool boundary) {
-    flush(-1);
-    const int stage = s_.zero.stage;
-    (void)j;
-    if (last_reduction_ >= 0 && reduction_stream() == Stream::DpComm && stage != 0) {
-      host_waits_.push_back(last_reduction_);  // accelerator synchronize in the epilogue
-    }
-    if ((stage == 1 && boundary) || stage == 2) {
-      if (ipg_allocated_) {
-        free_op(MemCategory::Buffers, ipg_bytes_, "ipg_buffer", reduction_stream());
-        ipg_allocated_ = false;
-      }
-    }
-    if (partition_temp_) {
-      free_op(MemCategory::Buffers, 2 * out_.dp_partition, "grads_in_partition (accumulate)",
-              reduction_stream());
-      partition_temp_ = false;
-    }
-    if (stage == 0) final_ddp_reduction_ = last_reduction_;
-  }
-
-  // ---- optimizer step ----------------------------------------------------------------------
-  void optimizer_step() {
-    const int stage = s_.zero.stage;
-    const std::int64_t elements = stage == 0 ? out_.local_params : out_.dp_partition;
-    std::vector<std::int32_t> deps;
-    if (final_ddp_reduction_ >= 0) deps.push_back(final_ddp_reduction_);
-    // fp32 gradients handed to the optimizer for the step: stage 0 upcasts every gradient;
-    // stages 1/2 flatten the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage
-    // 3 does the same per sub-group of at most sub_group_size (1e9) elements.
-    Bytes temp = stage == 0 ? 4 * elements
-                            : 6 * (stage == 3 ? std::min<std::int64_t>(elements, 1'000'000'000)
-                                              : elements);
-    std::int32_t a = alloc(MemCategory::Buffers, temp, "fp32 step gradients", Stream::Compute, deps);
-    std::int32_t w = static_cast<std::int32_t>(t_.works.size());
-    t_.works.push_back({WorkKind::OptimizerStep, elements});
-    TemplateOp op;
-    op.kind = OpKind::Compute;
-    op.phase = Phase::Optimizer;
-    op.work = w;
-    std::vector<std::int32_t> step_deps = {a};
-    step_deps.insert(step_deps.end(), host_waits_.begin(), host_waits_.end());
-    host_waits_.clear();
-    std::int32_t step = t_.add(op, "optimizer step", step_deps);
-    free_op(MemCategory::Buffers, temp, "fp32 step gradients");
-    if (stage == 1 || stage == 2) {
-      // all_gather_dp_groups: one all_gather_into_tensor of the whole 16-bit flat buffer
-      // (allgather_bucket_size is unused with current PyTorch), synchronous.
-      collective(GroupKind::Dp, CollectiveKind::AllGather, 2 * out_.dp_partition * s_.parallel.dp,
-                 Stream::Compute, "param all_gather", {step});
-    }
-    if (stage == 3) {
-      std::int64_t persistent = 0;
-      for (std::size_t u = 0; u < units_.size(); ++u) {
-        if (persistent_[u]) persistent += units_[u].params;
-      }
-      if (persistent > 0) {
-        collective(GroupKind::Dp, CollectiveKind::AllGather,
-                   2 * ceil_div(persistent, s_.parallel.dp) * s_.parallel.dp,
-                   Stream::Compute, "persistent param all_gather", {step});
-      }
-    }
-  }
-
-  // ---- instantiation over ranks ------------------------------------------------------------
+  // Megatron's rank order: tensor-parallel ranks adjacent (inside a node), then data, then
+  // pipeline. Groups: DP per (stage, tp index), TP per (stage, dp index), and for each ordered
+  // pair of adjacent stages and each (dp, tp) index a two-rank pipeline group.
   void instantiate() {
-    const int tp = s_.parallel.tp, dp = memory_only_ ? 1 : s_.parallel.dp;
-    const int ranks = tp * dp;
+    const int tp = s_.parallel.tp, p = s_.parallel.pp;
+    dp_ = fold_ ? 1 : s_.parallel.dp;
     Plan& plan = out_.plan;
-    plan.num_ranks = ranks;
-    plan.names = t_.names;
-    out_.works = t_.works;
-    // Megatron's rank order: tensor-parallel ranks are adjacent (inside a node), then data.
-    // DP group g (one per TP index) holds ranks g, g + tp, ...; TP group d holds d*tp .. d*tp+tp-1.
-    std::int32_t group_base[3] = {0, 0, 0};
-    group_base[0] = 0;
-    for (int g = 0; g < tp; ++g) {
-      for (int d = 0; d < dp; ++d) plan.group_ranks.push_back(d * tp + g);
-      plan.group_begin.push_back(static_cast<std::uint32_t>(plan.group_ranks.size()));
-      plan.group_names.push_back("dp" + std::to_string(g));
-      out_.group_kind.push_back(GroupKind::Dp);
+    plan.num_ranks = tp * dp_ * p;
+    out_.stage_of_rank.resize(plan.num_ranks);
+    if (fold_) {
+      plan.real_rank.resize(plan.num_ranks);
+      for (int st = 0; st < p; ++st) {
+        for (int t = 0; t < tp; ++t) plan.real_rank[rank_of(st, 0, t)] = real_rank_of(st, 0, t);
+      }
+      plan.cost_begin.push_back(0);
     }
-    group_base[1] = tp;
-    for (int d = 0; d < dp; ++d) {
-      for (int g = 0; g < tp; ++g) plan.group_ranks.push_back(d * tp + g);
+    // The cluster ranks a group stands for: with folding, a DP group of one member stands for
+    // the whole DP group; other groups map member by member.
+    auto add_cost = [&](const std::vector<std::int32_t>& ranks, GroupKind kind) {
+      if (!fold_) return;
+      if (kind == GroupKind::Dp) {
+        const int first = plan.real_rank[ranks[0]];
+        const int st = first / (tp * s_.parallel.dp), t = first % tp;
+        for (int d = 0; d < s_.parallel.dp; ++d) plan.cost_ranks.push_back(real_rank_of(st, d, t));
+      } else {
+        for (std::int32_t r : ranks) plan.cost_ranks.push_back(plan.real_rank[r]);
+      }
+      plan.cost_begin.push_back(static_cast<std::uint32_t>(plan.cost_ranks.size()));
+    };
+    auto add_group = [&](const std::vector<std::int32_t>& ranks, const std::string& name,
+                         GroupKind kind) {
+      add_cost(ranks, kind);
+      plan.group_ranks.insert(plan.group_ranks.end(), ranks.begin(), ranks.end());
       plan.group_begin.push_back(static_cast<std::uint32_t>(plan.group_ranks.size()));
-      plan.group_names.push_back("tp" + std::to_string(d));
-      out_.group_kind.push_back(GroupKind::Tp);
-    }
-    // Collectives: for each group of each kind, one per template instance of that kind.
-    std::vector<std::uint32_t> coll_base(plan.num_groups());
-    for (int g = 0; g < plan.num_groups(); ++g) {
-      int gk = static_cast<int>(out_.group_kind[g]);
-      coll_base[g] = static_cast<std::uint32_t>(plan.collectives.size());
-      for (int i = 0; i < t_.instances[gk]; ++i) {
-        Collective c;
-        c.kind = t_.instance_info[gk][i].first;
-        c.bytes = t_.instance_info[gk][i].second;
-        c.group = g;
-        c.member_count = static_cast<std::uint32_t>(plan.group_size(g));
-        c.member_begin = static_cast<std::uint32_t>(plan.members.size());
-        plan.members.resize(plan.members.size() + c.member_count, kNoOp);
-        plan.collectives.push_back(c);
+      plan.group_names.push_back(name);
+      out_.group_kind.push_back(kind);
+      return plan.num_groups() - 1;
+    };
+    // group_of[rank][peer]: the group a rank's ops of that peer kind run on; position in it.
+    std::vector<std::array<int, kNumPeers>> group_of(plan.num_ranks);
+    std::vector<std::array<int, kNumPeers>> position(plan.num_ranks);
+    for (auto& g : group_of) g.fill(-1);
+    for (int st = 0; st < p; ++st) {
+      for (int t = 0; t < tp; ++t) {
+        std::vector<std::int32_t> ranks;
+        for (int d = 0; d < dp_; ++d) ranks.push_back(rank_of(st, d, t));
+        int g = add_group(ranks, "dp s" + std::to_string(st) + " t" + std::to_string(t),
+                          GroupKind::Dp);
+        for (int d = 0; d < dp_; ++d) {
+          group_of[rank_of(st, d, t)][static_cast<int>(Peer::Dp)] = g;
+          position[rank_of(st, d, t)][static_cast<int>(Peer::Dp)] = d;
+        }
+      }
+      for (int d = 0; d < dp_; ++d) {
+        std::vector<std::int32_t> ranks;
+        for (int t = 0; t < tp; ++t) ranks.push_back(rank_of(st, d, t));
+        int g = add_group(ranks, "tp s" + std::to_string(st) + " d" + std::to_string(d),
+                          GroupKind::Tp);
+        for (int t = 0; t < tp; ++t) {
+          group_of[rank_of(st, d, t)][static_cast<int>(Peer::Tp)] = g;
+          position[rank_of(st, d, t)][static_cast<int>(Peer::Tp)] = t;
+        }
       }
     }
-    const std::size_t per_rank = t_.ops.size();
-    plan.ops.reserve(per_rank * ranks);
-    plan.deps.reserve(t_.deps.size() * ranks);
-    for (int r = 0; r < ranks; ++r) {
+    const bool wrap = s_.parallel.virtual_stages > 1;
+    for (int st = 0; st < p; ++st) {
+      const int next = (st + 1) % p;
+      if (p == 1 || (next == 0 && !wrap)) continue;
+      for (int d = 0; d < dp_; ++d) {
+        for (int t = 0; t < tp; ++t) {
+          const int a = rank_of(st, d, t), b = rank_of(next, d, t);
+          int fwd = add_group({a, b}, "pp s" + std::to_string(st) + "->s" + std::to_string(next),
+                              GroupKind::Pp);
+          group_of[a][static_cast<int>(Peer::SendNext)] = fwd;
+          position[a][static_cast<int>(Peer::SendNext)] = 0;
+          group_of[b][static_cast<int>(Peer::RecvPrev)] = fwd;
+          position[b][static_cast<int>(Peer::RecvPrev)] = 1;
+          int bwd = add_group({b, a}, "pp s" + std::to_string(next) + "->s" + std::to_string(st),
+                              GroupKind::Pp);
+          group_of[b][static_cast<int>(Peer::SendPrev)] = bwd;
+          position[b][static_cast<int>(Peer::SendPrev)] = 0;
+          group_of[a][static_cast<int>(Peer::RecvNext)] = bwd;
+          position[a][static_cast<int>(Peer::RecvNext)] = 1;
+        }
+      }
+    }
+    // One collective per (group, instance); its kind and size come from the template of a
+    // member's stage (both members of a pipeline group must agree on the count).
+    std::vector<std::uint32_t> coll_base(plan.num_groups(), 0);
+    std::vector<bool> created(plan.num_groups(), false);
+    for (int r = 0; r < plan.num_ranks; ++r) {
+      const Template& t = templates_[r / (tp * dp_)];
+      for (int peer = 0; peer < kNumPeers; ++peer) {
+        int g = group_of[r][peer];
+        if (g < 0) continue;
+        const auto& inst = t.instances[peer];
+        if (created[g]) {
+          const Collective& first = plan.collectives[coll_base[g]];
+          (void)first;
+          continue;
+        }
+        created[g] = true;
+        coll_base[g] = static_cast<std::uint32_t>(plan.collectives.size());
+        for (const auto& [kind, bytes] : inst) {
+          Collective c;
+          c.kind = kind;
+          c.bytes = bytes;
+          c.group = g;
+          c.member_count = static_cast<std::uint32_t>(plan.group_size(g));
+          c.member_begin = static_cast<std::uint32_t>(plan.members.size());
+          plan.members.resize(plan.members.size() + c.member_count, kNoOp);
+          plan.collectives.push_back(c);
+        }
+      }
+    }
+    std::vector<std::uint32_t> coll_count(plan.num_groups(), 0);
+    for (std::size_t c = 0; c < plan.collectives.size(); ++c) ++coll_count[plan.collectives[c].group];
+    std::size_t total = 0;
+    for (const Template& t : templates_) total += t.ops.size() * static_cast<std::size_t>(tp * dp_);
+    plan.ops.reserve(total);
+    for (int r = 0; r < plan.num_ranks; ++r) {
+      const int st = r / (tp * dp_);
+      out_.stage_of_rank[r] = st;
+      const Template& t = templates_[st];
       const OpId base = static_cast<OpId>(plan.ops.size());
-      const int tp_idx = r % tp, dp_idx = r / tp;
-      const int group_of[2] = {group_base[0] + tp_idx, group_base[1] + dp_idx};
-      const int position[2] = {dp_idx, tp_idx};
-      for (const TemplateOp& top : t_.ops) {
+      for (const TemplateOp& top : t.ops) {
         Op op;
         op.kind = top.kind;
         op.stream = top.stream;
@@ -622,50 +436,563 @@ class StepBuilder {
         op.dep_begin = static_cast<std::uint32_t>(plan.deps.size());
         op.dep_count = top.dep_count;
         for (std::uint32_t i = 0; i < top.dep_count; ++i) {
-          plan.deps.push_back(base + static_cast<OpId>(t_.deps[top.dep_begin + i]));
+          plan.deps.push_back(base + static_cast<OpId>(t.deps[top.dep_begin + i]));
         }
         if (top.kind == OpKind::Collective) {
-          int gk = static_cast<int>(top.group);
-          int g = group_of[gk];
-          std::uint32_t c = coll_base[g] + static_cast<std::uint32_t>(top.instance);
+          const int peer = static_cast<int>(top.peer);
+          const int g = group_of[r][peer];
+          if (static_cast<std::uint32_t>(top.instance) >= coll_count[g]) {
+            throw std::logic_error("pipeline stages disagree on the transfers of group " +
+                                   plan.group_names[g]);
+          }
+          const std::uint32_t c = coll_base[g] + static_cast<std::uint32_t>(top.instance);
           op.work = static_cast<std::int32_t>(c);
-          plan.members[plan.collectives[c].member_begin + position[gk]] =
+          plan.members[plan.collectives[c].member_begin + position[r][peer]] =
               static_cast<OpId>(plan.ops.size());
         }
         plan.ops.push_back(op);
       }
     }
+    for (OpId m : plan.members) {
+      if (m == kNoOp) throw std::logic_error("a collective has a member that never joins");
+    }
   }
 
   const Scenario& s_;
   TrainingPlan& out_;
-  bool memory_only_ = false;
-  Template t_;
-  std::vector<Unit> units_;
+  bool fold_;
+  int dp_ = 1;
+  std::map<std::string, std::int32_t> name_ids_;
   std::int32_t work_of_[9] = {};
-  double activation_layer_ = 0, activation_layer_full_ = 0;
-  Bytes logits_bytes_ = 0, tp_activation_bytes_ = 0;
-  std::vector<std::int32_t> host_waits_;
-  std::int32_t last_forward_ = -1, last_backward_ = -1;
-  // stage 3
-  std::vector<bool> persistent_, keep_after_forward_, needs_fetch_;
-  std::vector<std::pair<int, bool>> trace_;
-  std::vector<int> issue_at_;
-  std::vector<std::int32_t> fetch_op_;
-  // buckets
-  std::int64_t bucket_elements_ = 0;
-  int bucket_count_ = 0;
-  std::int32_t last_reduction_ = -1, prev_reduction_ = -1, older_reduction_ = -1;
-  std::int32_t final_ddp_reduction_ = -1;
-  bool ipg_allocated_ = false, partition_temp_ = false;
-  Bytes ipg_bytes_ = 0;
+  std::vector<Template> templates_;
 };
+
+// ---- StageBuilder -----------------------------------------------------------------------------
+
+Template StageBuilder::build(StagePlan& info) {
+  info_ = &info;
+  const ModelSpec& m = s_.model;
+  const std::int64_t tp = s_.parallel.tp;
+  std::int64_t phi = 0;
+  for (const auto& chunk : chunks_) {
+    for (const Unit& u : chunk) {
+      phi += u.params;
+      if (u.forward == WorkKind::AttentionForward) ++info.layers;
+    }
+  }
+  info.local_params = phi;
+  info.dp_partition = ceil_div(phi, s_.parallel.dp);
+  // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
+  // fp32 master weights and Adam moments per parameter, partitioned by stage.
+  const int zs = s_.zero.stage;
+  info.model_states.params = 2 * (zs == 3 ? info.dp_partition : phi);
+  info.model_states.grads = grad_bytes_per_element() * (zs >= 2 ? info.dp_partition : phi);
+  info.model_states.optimizer_states = 12 * (zs >= 1 ? info.dp_partition : phi);
+
+  activation_layer_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
+                                                 s_.parallel.sequence_parallel,
+                                                 s_.parallel.recompute, s_.training.flash_attention);
+  activation_layer_full_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
+                                                      s_.parallel.sequence_parallel, Recompute::None,
+                                                      s_.training.flash_attention);
+  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
+  // Logits in 16 bits and their fp32 copy for the cross-entropy (Korthikanti et al. 2022, §4.3
+  // counts the fp32 copy as 4sbv/t), vocab-parallel over TP.
+  logits_bytes_ = static_cast<Bytes>(6.0 * sb * m.vocab_size / tp);
+  tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
+  // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
+  // parallelism (Megatron's scatter-gather optimisation does the same without it).
+  p2p_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size /
+                                  (s_.parallel.sequence_parallel ? tp : 1));
+
+  alloc(MemCategory::Params, info.model_states.params, "params");
+  alloc(MemCategory::Grads, info.model_states.grads, "grads");
+  alloc(MemCategory::OptimizerStates, info.model_states.optimizer_states, "optimizer_states");
+  alloc(MemCategory::Buffers, kCudaContextBytes, "cuda_context");
+  if (zs == 0 && reduce_when() == ReduceWhen::LastBackward) {
+    // PyTorch DDP keeps its own bucket buffers beside param.grad (gradient_as_bucket_view
+    // defaults to False): a second 16-bit copy of every gradient.
+    alloc(MemCategory::Buffers, 2 * phi, "ddp_buckets");
+  }
+  if (zs == 3 && s_.zero.contiguous_gradients) {
+    alloc(MemCategory::Buffers, 2 * s_.zero.reduce_bucket_size, "ipg_buffer");
+  }
+  backwards_done_.assign(chunks_.size(), 0);
+  if (zs == 3) {
+    residency_.resize(chunks_.size());
+    Bytes persistent = 0;
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      plan_stage3(static_cast<int>(c));
+      for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
+        if (residency_[c].persistent[u]) persistent += 2 * chunks_[c][u].params;
+      }
+    }
+    // Persistent parameters stay gathered: a full 16-bit copy beside the partition.
+    if (persistent > 0) alloc(MemCategory::Buffers, persistent, "persistent params");
+  }
+
+  const std::vector<Step> steps = schedule();
+  // The last backward of each chunk (the accumulation boundary of that chunk's gradients).
+  std::vector<int> remaining_backward(chunks_.size(), 0);
+  for (const Step& st : steps) {
+    if (!st.forward) ++remaining_backward[st.chunk];
+  }
+  int backwards_left = 0;
+  for (int r : remaining_backward) backwards_left += r;
+  for (const Step& st : steps) {
+    if (st.forward) {
+      forward_pass(st.mb, st.chunk);
+    } else {
+      --backwards_left;
+      bool last_of_chunk = --remaining_backward[st.chunk] == 0;
+      backward_pass(st.mb, st.chunk, last_of_chunk, backwards_left == 0);
+    }
+  }
+  optimizer_step();
+  return std::move(t_);
+}
+
+// The order in which this stage runs forward and backward passes of (micro-batch, chunk):
+// GPipe (all forwards, then all backwards), 1F1B (Narayanan et al. SC21 §2.2.1: p - s - 1 warm-up
+// forwards, then one forward one backward, then the cool-down backwards) and interleaved 1F1B
+// (SC21 §2.2.2, Megatron's forward_backward_pipelining_with_interleaving order).
+std::vector<StageBuilder::Step> StageBuilder::schedule() const {
+  const int m = static_cast<int>(s_.training.gradient_accumulation_steps);
+  const int p = s_.parallel.pp, v = s_.parallel.virtual_stages;
+  std::vector<Step> out;
+  if (p == 1) {
+    for (int j = 0; j < m; ++j) {
+      for (int c = 0; c < v; ++c) out.push_back({true, j, c});
+      for (int c = v; c-- > 0;) out.push_back({false, j, c});
+    }
+    return out;
+  }
+  const int total = m * v;
+  auto fwd = [&](int k) {
+    int chunk = (k / p) % v;
+    int mb = (k / (p * v)) * p + k % p;
+    return Step{true, mb, chunk};
+  };
+  auto bwd = [&](int k) {
+    int chunk = v - 1 - (k / p) % v;
+    int mb = (k / (p * v)) * p + k % p;
+    return Step{false, mb, chunk};
+  };
+  int warmup;
+  if (s_.parallel.pipeline_schedule == PipelineSchedule::GPipe) {
+    warmup = total;
+  } else if (v == 1) {
+    warmup = std::min(p - stage_ - 1, total);
+  } else {
+    warmup = std::min((p - stage_ - 1) * 2 + (v - 1) * p, total);
+  }
+  for (int k = 0; k < warmup; ++k) out.push_back(fwd(k));
+  for (int k = 0; k < total - warmup; ++k) {
+    out.push_back(fwd(warmup + k));
+    out.push_back(bwd(k));
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back(bwd(k));
+  return out;
+}
+
+void StageBuilder::tp_collectives(std::int32_t after, const std::string& what) {
+  // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
+  // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
+  // after the block and an all-gather before the next, each moving half an all-reduce.
+  if (s_.parallel.tp == 1) return;
+  std::int32_t last;
+  if (s_.parallel.sequence_parallel) {
+    std::int32_t rs = collective(Peer::Tp, CollectiveKind::ReduceScatter, tp_activation_bytes_,
+                                 Stream::TpComm, "tp reduce_scatter " + what, {after});
+    last = collective(Peer::Tp, CollectiveKind::AllGather, tp_activation_bytes_, Stream::TpComm,
+                      "tp all_gather " + what, {rs});
+  } else {
+    last = collective(Peer::Tp, CollectiveKind::AllReduce, tp_activation_bytes_, Stream::TpComm,
+                      "tp all_reduce " + what, {after});
+  }
+  host_waits_.push_back(last);
+}
+
+void StageBuilder::forward_pass(int mb, int chunk) {
+  const bool first_virtual = stage_ == 0 && chunk == 0;
+  const bool last_virtual =
+      stage_ == s_.parallel.pp - 1 && chunk == static_cast<int>(chunks_.size()) - 1;
+  const std::string suffix = pass_suffix(mb, chunk);
+  if (!first_virtual) {
+    // Megatron recv_forward: posted when the stage reaches this pass, waited on before compute.
+    std::int32_t r = collective(Peer::RecvPrev, CollectiveKind::SendRecv, p2p_bytes_,
+                                Stream::PpRecv, "recv activations" + suffix, {last_compute_});
+    host_waits_.push_back(r);
+  }
+  const bool stage3 = s_.zero.stage == 3;
+  const std::vector<Unit>& units = chunks_[chunk];
+  if (stage3) fetch_op_.assign(residency_[chunk].trace.size(), -1);
+  std::int32_t prev = last_compute_;
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const Unit& unit = units[u];
+    std::vector<std::int32_t> deps;
+    if (stage3) {
+      issue_fetches(chunk, u, prev);
+      if (fetch_op_[u] >= 0) deps.push_back(fetch_op_[u]);
+    }
+    if (unit.forward == WorkKind::AttentionForward) {
+      alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
+    }
+    if (unit.forward == WorkKind::HeadForward) alloc(MemCategory::Activations, logits_bytes_, "logits");
+    prev = compute(unit.forward, Phase::Forward, unit_name(unit, "fwd") + suffix, deps);
+    if (unit.forward != WorkKind::HeadForward) tp_collectives(prev, unit_name(unit, "fwd"));
+    if (stage3 && fetch_op_[u] >= 0 && !residency_[chunk].keep_after_forward[u]) {
+      free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
+    }
+  }
+  last_compute_ = prev;
+  if (stage3) pending_fetches_[{mb, chunk}] = fetch_op_;
+  if (!last_virtual) {
+    // Sends are asynchronous (isend): the stage goes on; the receiver waits for the data.
+    collective(Peer::SendNext, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+               "send activations" + suffix, {prev});
+  }
+}
+
+void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step) {
+  const int zs = s_.zero.stage;
+  const bool stage3 = zs == 3;
+  const bool first_virtual = stage_ == 0 && chunk == 0;
+  const bool last_virtual =
+      stage_ == s_.parallel.pp - 1 && chunk == static_cast<int>(chunks_.size()) - 1;
+  const std::string suffix = pass_suffix(mb, chunk);
+  if (!last_virtual) {
+    std::int32_t r = collective(Peer::RecvNext, CollectiveKind::SendRecv, p2p_bytes_,
+                                Stream::PpRecv, "recv gradients" + suffix, {last_compute_});
+    host_waits_.push_back(r);
+  }
+  const ReduceWhen when = reduce_when();
+  const bool hooks = when == ReduceWhen::EveryBackward ||
+                     (when == ReduceWhen::LastBackward && last_of_chunk);
+  bucket_elements_ = 0;
+  last_reduction_ = prev_reduction_ = older_reduction_ = -1;
+  const std::vector<Unit>& units = chunks_[chunk];
+  const std::size_t n_units = units.size();
+  if (stage3) {
+    auto it = pending_fetches_.find({mb, chunk});
+    fetch_op_ = it->second;
+    pending_fetches_.erase(it);
+  }
+  const bool accumulating = backwards_done_[chunk]++ > 0;
+  hook_setup(accumulating);  // DeepSpeed's optimizer.backward() sets up its buckets first
+  std::int32_t prev = last_compute_;
+  for (std::size_t i = n_units; i-- > 0;) {
+    const Unit& unit = units[i];
+    const std::size_t use = 2 * n_units - 1 - i;  // backward position in the fetch trace
+    std::vector<std::int32_t> deps;
+    if (stage3) {
+      issue_fetches(chunk, use, prev);
+      if (fetch_op_[use] >= 0) deps.push_back(fetch_op_[use]);
+    }
+    const bool full = s_.parallel.recompute == Recompute::Full;
+    if (full && unit.backward == WorkKind::MlpBackward) {
+      alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
+            "recomputed activations");
+    }
+    if (zs >= 2) alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+    prev = compute(unit.backward, Phase::Backward, unit_name(unit, "bwd") + suffix, deps);
+    // The input gradient of every column-parallel block (and of the vocab-parallel head) is
+    // all-reduced; the embedding's is not needed.
+    if (unit.backward != WorkKind::EmbedBackward) tp_collectives(prev, unit_name(unit, "bwd"));
+    if (unit.backward == WorkKind::HeadBackward) free_op(MemCategory::Activations, logits_bytes_, "logits");
+    if (unit.backward == WorkKind::AttentionBackward) {
+      free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
+      if (full) {
+        free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
+                "recomputed activations");
+      }
+    }
+    if (stage3) {
+      const Residency& res = residency_[chunk];
+      const bool gathered_now = fetch_op_[use] >= 0;
+      const bool kept = !gathered_now && res.keep_after_forward[i] && !res.persistent[i];
+      if (gathered_now || kept) free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
+    }
+    if (hooks) grad_ready(unit.params, prev);
+    if (zs >= 2) free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  }
+  last_compute_ = prev;
+  if (!first_virtual) {
+    collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+               "send gradients" + suffix, {prev});
+  }
+  if (hooks) epilogue(prev, last_of_step);
+  if (when == ReduceWhen::AfterBackward && last_of_step) {
+    // After the flush: every chunk's gradients, bucket by bucket in model order, on the compute
+    // stream (Megatron's finalize_model_grads / DeepSpeed's reduce_gradients).
+    hook_setup(true);
+    for (const auto& chunk_units : chunks_) {
+      for (const Unit& unit : chunk_units) grad_ready(unit.params, prev);
+    }
+    epilogue(prev, true);
+  }
+}
+
+// ---- ZeRO-3 parameter residency --------------------------------------------------------------
+// The fetch trace of one pass over a chunk: forward uses of its units, then backward uses in
+// reverse. For each use, whether the unit must be gathered first and whether it is released.
+void StageBuilder::plan_stage3(int chunk) {
+  const std::vector<Unit>& units = chunks_[chunk];
+  const std::size_t n = units.size();
+  const ZeroConfig& z = s_.zero;
+  Residency& r = residency_[chunk];
+  r.persistent.assign(n, false);
+  r.keep_after_forward.assign(n, false);
+  for (std::size_t u = 0; u < n; ++u) r.persistent[u] = units[u].params <= z.stage3_param_persistence_threshold;
+  // A unit stays gathered from its forward to its backward when the parameters used in between
+  // (the later units' forward and backward) are within stage3_max_reuse_distance.
+  std::int64_t between = 0;
+  for (std::size_t i = n; i-- > 0;) {
+    // DeepSpeed's __params_to_release stops looking once the parameters traversed reach
+    // max_reuse_distance, so only strictly nearer reuses keep a parameter.
+    r.keep_after_forward[i] = between < z.stage3_max_reuse_distance;
+    between += 2 * units[i].params;
+  }
+  r.trace.clear();
+  for (std::size_t u = 0; u < n; ++u) r.trace.push_back({static_cast<int>(u), false});
+  for (std::size_t u = n; u-- > 0;) r.trace.push_back({static_cast<int>(u), true});
+  r.needs_fetch.assign(r.trace.size(), false);
+  for (std::size_t k = 0; k < r.trace.size(); ++k) {
+    auto [u, bwd] = r.trace[k];
+    r.needs_fetch[k] = !r.persistent[u] && !(bwd && r.keep_after_forward[u]);
+  }
+  // The pre-hook of use c fetches c and prefetches the following uses that need a fetch, up to
+  // stage3_prefetch_bucket_size elements (the last may overshoot) within
+  // stage3_max_live_parameters. issue_at[k]: the first use whose pre-hook issues k's fetch.
+  r.issue_at.assign(r.trace.size(), -1);
+  const std::int64_t budget =
+      std::min<std::int64_t>(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters);
+  for (std::size_t c = 0; c < r.trace.size(); ++c) {
+    if (r.needs_fetch[c] && r.issue_at[c] < 0) r.issue_at[c] = static_cast<int>(c);
+    std::int64_t taken = 0;
+    for (std::size_t k = c + 1; k < r.trace.size() && taken < budget; ++k) {
+      if (!r.needs_fetch[k]) continue;
+      if (r.issue_at[k] < 0) r.issue_at[k] = static_cast<int>(c);
+      taken += units[r.trace[k].first].params;
+    }
+  }
+}
+
+void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_after) {
+  const Residency& r = residency_[chunk];
+  const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
+  const std::int64_t dp = s_.parallel.dp;
+  for (std::size_t k = use; k < r.trace.size(); ++k) {
+    if (r.issue_at[k] != static_cast<int>(use)) {
+      if (k > use && r.issue_at[k] > static_cast<int>(use)) break;
+      continue;
+    }
+    const Unit& u = chunks_[chunk][r.trace[k].first];
+    const Bytes bytes = 2 * ceil_div(u.params, dp) * dp;
+    std::int32_t a = alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream, {hook_after});
+    fetch_op_[k] = collective(Peer::Dp, CollectiveKind::AllGather, bytes, stream,
+                              unit_name(u, r.trace[k].second ? "gather(bwd)" : "gather(fwd)"), {a});
+  }
+}
+
+// ---- gradient buckets -------------------------------------------------------------------------
+ReduceWhen StageBuilder::reduce_when() const {
+  const int zs = s_.zero.stage;
+  switch (s_.parallel.framework) {
+    case Framework::Megatron:
+    case Framework::Nanotron:
+      return zs >= 2 ? ReduceWhen::EveryBackward : ReduceWhen::AfterBackward;
+    case Framework::Fsdp: return ReduceWhen::EveryBackward;
+    case Framework::DeepSpeed: break;
+  }
+  if (zs >= 2) return ReduceWhen::EveryBackward;
+  if (s_.parallel.pp > 1) return ReduceWhen::AfterBackward;  // pipeline engine: ReduceGrads
+  if (zs == 0) return ReduceWhen::LastBackward;                // PyTorch DDP
+  return s_.zero.overlap_comm ? ReduceWhen::LastBackward : ReduceWhen::AfterBackward;
+}
+
+Stream StageBuilder::reduction_stream() const {
+  const ReduceWhen when = reduce_when();
+  if (when == ReduceWhen::AfterBackward) return Stream::Compute;
+  if (s_.zero.stage == 0) return Stream::DpComm;  // DDP's reducer has its own NCCL stream
+  return s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
+}
+
+// Megatron and nanotron accumulate and reduce gradients in fp32 when training in bf16
+// (Megatron sets accumulate_allreduce_grads_in_fp32 for bf16; nanotron's fp32 gradient
+// accumulation); DeepSpeed and DDP reduce the 16-bit gradients.
+Bytes StageBuilder::grad_bytes_per_element() const {
+  const bool fp32 = (s_.parallel.framework == Framework::Megatron ||
+                     s_.parallel.framework == Framework::Nanotron) &&
+                    s_.training.precision == Precision::Bf16;
+  return fp32 ? 4 : 2;
+}
+
+// Bucket limit in elements: DeepSpeed's reduce_bucket_size; PyTorch DDP's bucket_cap_mb = 25 MiB
+// (first bucket 1 MiB) of 16-bit gradients; Megatron-core's max(40M, 1M x dp) elements.
+std::int64_t StageBuilder::bucket_limit() const {
+  const Framework f = s_.parallel.framework;
+  if (f == Framework::Megatron || f == Framework::Nanotron) {
+    return std::max<std::int64_t>(40'000'000, 1'000'000LL * s_.parallel.dp);
+  }
+  if (s_.zero.stage == 0 && reduce_when() == ReduceWhen::LastBackward) {
+    return (bucket_count_ == 0 ? (1 << 20) : 25 * (1 << 20)) / 2;
+  }
+  return s_.zero.reduce_bucket_size;
+}
+
+CollectiveKind StageBuilder::reduction_kind(std::string& what) const {
+  const ZeroConfig& z = s_.zero;
+  const Framework f = s_.parallel.framework;
+  if (z.stage == 0) {
+    what = "grad all_reduce";
+    return CollectiveKind::AllReduce;
+  }
+  if (z.stage == 3 || f == Framework::Fsdp || f == Framework::Megatron || f == Framework::Nanotron) {
+    // ZeRO-3 / FSDP reduce-scatter; Megatron's distributed optimizer and nanotron's ZeRO-1
+    // reduce-scatter into the owners' shards.
+    what = z.reduce_scatter ? "grad reduce_scatter" : "grad all_reduce";
+    return z.reduce_scatter ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  }
+  // DeepSpeed stages 1/2 (average_tensor): with reduce_scatter and use_multi_rank_bucket_allreduce
+  // (defaults since DeepSpeed 0.12) one all-reduce of the whole bucket; without it one reduce per
+  // owning rank, which moves what a reduce-scatter moves.
+  const bool all_reduce = !z.reduce_scatter || z.use_multi_rank_bucket_allreduce;
+  what = all_reduce ? "grad all_reduce" : "grad reduce (to owners)";
+  return all_reduce ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter;
+}
+
+void StageBuilder::hook_setup(bool accumulating) {
+  const int zs = s_.zero.stage;
+  const bool deepspeed = s_.parallel.framework == Framework::DeepSpeed;
+  if (deepspeed && (zs == 1 || zs == 2) && s_.zero.contiguous_gradients && !ipg_allocated_) {
+    // DeepSpeed's IPG buffer (setup_buckets): reduce_bucket_size 16-bit elements, two of them
+    // with overlap_comm (double-buffered).
+    ipg_bytes_ = 2 * s_.zero.reduce_bucket_size * (s_.zero.overlap_comm ? 2 : 1);
+    alloc(MemCategory::Buffers, ipg_bytes_, "ipg_buffer");
+    ipg_allocated_ = true;
+  }
+  if (deepspeed && zs == 2 && accumulating && !partition_temp_) {
+    // A later micro-batch's partition is reduced into a temporary and added to the first one.
+    alloc(MemCategory::Buffers, 2 * info_->dp_partition, "grads_in_partition (accumulate)");
+    partition_temp_ = true;
+  }
+}
+
+void StageBuilder::grad_ready(std::int64_t params, std::int32_t produced_by) {
+  const std::int64_t limit = bucket_limit();
+  if (s_.zero.stage == 0 && reduce_when() == ReduceWhen::LastBackward) {
+    // DDP: a bucket closes once it holds at least its cap; it is reduced when all its gradients
+    // are ready, i.e. after the last unit that filled it.
+    bucket_elements_ += params;
+    if (bucket_elements_ >= limit) flush(produced_by);
+    return;
+  }
+  if (params > limit) {
+    flush(produced_by);                   // the pending bucket first, as DeepSpeed does
+    flush_elements(params, produced_by);  // then the parameter too large for the bucket alone
+    return;
+  }
+  if (bucket_elements_ + params > limit && bucket_elements_ > 0) flush(produced_by);
+  bucket_elements_ += params;
+}
+
+void StageBuilder::flush(std::int32_t produced_by) {
+  if (bucket_elements_ == 0) return;
+  flush_elements(bucket_elements_, produced_by);
+  bucket_elements_ = 0;
+}
+
+void StageBuilder::flush_elements(std::int64_t elements, std::int32_t produced_by) {
+  const ZeroConfig& z = s_.zero;
+  const Stream stream = reduction_stream();
+  std::string what;
+  const CollectiveKind kind = reduction_kind(what);
+  std::vector<std::int32_t> deps;
+  if (produced_by >= 0) deps.push_back(produced_by);
+  std::int32_t red = collective(Peer::Dp, kind, grad_bytes_per_element() * elements, stream,
+                                what + " #" + std::to_string(bucket_count_), deps);
+  ++bucket_count_;
+  if (stream == Stream::DpComm && z.stage != 0) {
+    // The compute stream waits before filling the bucket that is being reduced: with two IPG
+    // buffers (stages 1/2) on the reduction before this one; stage 3 keeps at most two
+    // reductions in flight (max_param_reduce_events).
+    std::int32_t wait = z.stage == 3 ? older_reduction_ : prev_reduction_;
+    if (wait >= 0) host_waits_.push_back(wait);
+  }
+  older_reduction_ = prev_reduction_;
+  prev_reduction_ = red;
+  last_reduction_ = red;
+}
+
+void StageBuilder::epilogue(std::int32_t last_backward, bool last_of_step) {
+  flush(last_backward);
+  const int zs = s_.zero.stage;
+  const Stream stream = reduction_stream();
+  if (last_reduction_ >= 0 && stream == Stream::DpComm && zs != 0) {
+    host_waits_.push_back(last_reduction_);  // accelerator synchronize in the epilogue
+  }
+  if (ipg_allocated_ && (zs == 2 || last_of_step)) {
+    free_op(MemCategory::Buffers, ipg_bytes_, "ipg_buffer", stream);
+    ipg_allocated_ = false;
+  }
+  if (partition_temp_) {
+    free_op(MemCategory::Buffers, 2 * info_->dp_partition, "grads_in_partition (accumulate)", stream);
+    partition_temp_ = false;
+  }
+  if (last_of_step && last_reduction_ >= 0) final_reduction_ = last_reduction_;
+}
+
+// ---- optimizer step ---------------------------------------------------------------------------
+void StageBuilder::optimizer_step() {
+  const int zs = s_.zero.stage;
+  const std::int64_t elements = zs == 0 ? info_->local_params : info_->dp_partition;
+  std::vector<std::int32_t> deps;
+  if (final_reduction_ >= 0) deps.push_back(final_reduction_);
+  // fp32 gradients handed to the optimizer: stage 0 upcasts every gradient; stages 1/2 flatten
+  // the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage 3 the same per
+  // sub-group of at most sub_group_size (1e9) elements.
+  const Bytes temp = zs == 0 ? 4 * elements
+                             : 6 * (zs == 3 ? std::min<std::int64_t>(elements, 1'000'000'000) : elements);
+  std::int32_t a = alloc(MemCategory::Buffers, temp, "fp32 step gradients", Stream::Compute, deps);
+  const std::int32_t w = static_cast<std::int32_t>(works_.size());
+  works_.push_back({WorkKind::OptimizerStep, elements});
+  TemplateOp op;
+  op.kind = OpKind::Compute;
+  op.phase = Phase::Optimizer;
+  op.work = w;
+  std::vector<std::int32_t> step_deps = {a};
+  step_deps.insert(step_deps.end(), host_waits_.begin(), host_waits_.end());
+  host_waits_.clear();
+  const std::int32_t step = add(op, "optimizer step", step_deps);
+  free_op(MemCategory::Buffers, temp, "fp32 step gradients");
+  const std::int64_t dp = s_.parallel.dp;
+  if (zs == 1 || zs == 2) {
+    // DeepSpeed's all_gather_dp_groups: one all_gather_into_tensor of the whole 16-bit flat
+    // buffer (allgather_bucket_size is unused with current PyTorch), synchronous. Megatron's
+    // distributed optimizer gathers the updated parameters the same way.
+    collective(Peer::Dp, CollectiveKind::AllGather, 2 * info_->dp_partition * dp, Stream::Compute,
+               "param all_gather", {step});
+  }
+  if (zs == 3) {
+    std::int64_t persistent = 0;
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
+        if (residency_[c].persistent[u]) persistent += chunks_[c][u].params;
+      }
+    }
+    if (persistent > 0) {
+      collective(Peer::Dp, CollectiveKind::AllGather, 2 * ceil_div(persistent, dp) * dp,
+                 Stream::Compute, "persistent param all_gather", {step});
+    }
+  }
+}
 
 }  // namespace
 
-TrainingPlan build_training_plan(const Scenario& s, bool memory_only) {
+TrainingPlan build_training_plan(const Scenario& s, bool fold) {
   TrainingPlan out;
-  StepBuilder(s, out, memory_only).build();
+  PlanBuilder(s, out, fold).build();
   return out;
 }
 

@@ -24,25 +24,32 @@ struct Work {
 };
 
 enum class GroupKind : std::uint8_t { Dp, Tp, Pp };
+const char* group_kind_name(GroupKind k);
 
 // Model states per rank: the allocations the ZeRO paper counts (SC20, section 5).
 struct ModelStateBytes {
   Bytes params = 0, grads = 0, optimizer_states = 0;
 };
 
+// What one pipeline stage holds.
+struct StagePlan {
+  std::int64_t local_params = 0;  // parameters of this stage's model-parallel shard (Phi)
+  std::int64_t dp_partition = 0;  // ceil(Phi / dp): one rank's ZeRO partition
+  ModelStateBytes model_states;
+  int layers = 0;
+};
+
 struct TrainingPlan {
   Plan plan;
   std::vector<Work> works;
   std::vector<GroupKind> group_kind;  // per plan group
-  std::int64_t local_params = 0;      // parameters held by one model-parallel shard (Phi)
-  std::int64_t dp_partition = 0;      // ceil(Phi / dp): this rank's ZeRO partition
-  ModelStateBytes model_states;
+  std::vector<StagePlan> stages;      // per pipeline stage
+  std::vector<int> stage_of_rank;
 };
 
-// With `memory_only`, only the first data-parallel replica (the ranks of one TP group) is
-// instantiated and its DP collectives have that one member: enough to replay memory, which does
-// not depend on the other replicas, at a fraction of the size.
-TrainingPlan build_training_plan(const Scenario& s, bool memory_only = false);
+// With `fold`, only the first data-parallel replica is instantiated (see Plan::real_rank): exact
+// whenever replicas cannot interfere, i.e. with the analytical network on a homogeneous cluster.
+TrainingPlan build_training_plan(const Scenario& s, bool fold = false);
 
 // Bytes one rank sends in a ring collective of `kind` over n ranks with buffer size `bytes`
 // (NCCL's convention: all-gather's buffer is the gathered output, reduce-scatter's the input).

@@ -35,10 +35,6 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
-const char* group_kind_name(GroupKind k) {
-  return k == GroupKind::Dp ? "dp" : k == GroupKind::Tp ? "tp" : "pp";
-}
-
 // The GEMMs a compute op runs: forward shapes as the model gives them; backward as the dgrad
 // (m x k = [m x n] * [n x k]) and wgrad (k x n... as [k x m] * [m x n]) products of each.
 json gemms_of(const Scenario& s, const Work& w, const LayerWork& layer) {
@@ -94,8 +90,13 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
   json groups = json::array();
   for (int g = 0; g < plan.num_groups(); ++g) {
     std::vector<std::int32_t> ranks(plan.group_members(g), plan.group_members(g) + plan.group_size(g));
-    groups.push_back({{"id", g}, {"name", plan.group_names[g]},
-                      {"kind", group_kind_name(sim.plan.group_kind[g])}, {"ranks", ranks}});
+    json group = {{"id", g}, {"name", plan.group_names[g]},
+                  {"kind", group_kind_name(sim.plan.group_kind[g])}, {"ranks", ranks}};
+    if (plan.folded()) {
+      group["cluster_ranks"] = std::vector<std::int32_t>(plan.cost_members(g),
+                                                         plan.cost_members(g) + plan.cost_size(g));
+    }
+    groups.push_back(std::move(group));
   }
   doc["groups"] = std::move(groups);
   json ranks = json::array();

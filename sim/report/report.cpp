@@ -45,7 +45,10 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
                         {"backward", r.breakdown.backward_s},
                         {"optimizer", r.breakdown.optimizer_s},
                         {"exposed_comm", r.breakdown.exposed_comm_s},
-                        {"bubble", r.breakdown.bubble_s}};
+                        {"bubble", r.breakdown.bubble_s},
+                        {"exposed_comm_by_group", {{"dp", r.breakdown.exposed_by_group[0]},
+                                                   {"tp", r.breakdown.exposed_by_group[1]},
+                                                   {"pp", r.breakdown.exposed_by_group[2]}}}};
     j["comm_bytes_per_gpu"] = {{"dp", r.comm_bytes_per_gpu[0]},
                                {"tp", r.comm_bytes_per_gpu[1]},
                                {"pp", r.comm_bytes_per_gpu[2]}};
@@ -79,7 +82,9 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     o << "    forward       " << fmt("%.4f s", b.forward_s) << "\n";
     o << "    backward      " << fmt("%.4f s", b.backward_s) << "\n";
     o << "    optimizer     " << fmt("%.4f s", b.optimizer_s) << "\n";
-    o << "    exposed comm  " << fmt("%.4f s", b.exposed_comm_s) << "\n";
+    o << "    exposed comm  " << fmt("%.4f s", b.exposed_comm_s) << "  (dp "
+      << fmt("%.4f", b.exposed_by_group[0]) << ", tp " << fmt("%.4f", b.exposed_by_group[1])
+      << ", pp " << fmt("%.4f", b.exposed_by_group[2]) << ")\n";
     o << "    bubble        " << fmt("%.4f s", b.bubble_s) << "\n";
     o << "  throughput      " << fmt("%.0f tokens/s", r.tokens_per_s) << ", "
       << fmt("%.1f TFLOP/s per GPU", r.tflops_per_gpu) << ", MFU " << fmt("%.1f %%", 100 * r.mfu)

@@ -36,13 +36,17 @@ std::string gib(Bytes b) {
 }
 
 void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, StepReport& rep,
-                 int ranks_to_check) {
+                 int ranks_per_stage) {
+  std::vector<int> ranks;
+  for (int rank = 0; rank < plan.num_ranks; ++rank) {
+    if ((rank % ranks_per_stage) < s.parallel.tp) ranks.push_back(rank);
+  }
+  std::vector<MemoryUsage> usage = replay_memory(plan, r, ranks, false);
   rep.memory = {};
-  for (int rank = 0; rank < ranks_to_check; ++rank) {
-    MemoryUsage u = replay_memory(plan, r, rank, false);
-    if (rank == 0 || u.peak > rep.memory.peak) {
-      rep.memory = std::move(u);
-      rep.memory_rank = rank;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 0 || usage[i].peak > rep.memory.peak) {
+      rep.memory = std::move(usage[i]);
+      rep.memory_rank = ranks[i];
     }
   }
   rep.fits_in_memory = rep.memory.peak <= s.cluster.gpu.hbm_bytes;
@@ -56,7 +60,72 @@ void check_fits(const Scenario& s, const StepReport& rep) {
                                  "parallel.recompute, or pass --allow-oom to simulate anyway");
 }
 
+// The op whose end released `op` (the latest-ending explicit dependency), looking through the
+// zero-duration alloc/free ops to what released them.
+OpId releaser(const Plan& plan, const EngineResult& r, OpId op) {
+  for (int depth = 0; depth < 8; ++depth) {
+    const Op& o = plan.ops[op];
+    OpId best = kNoOp;
+    for (std::uint32_t i = 0; i < o.dep_count; ++i) {
+      OpId d = plan.deps[o.dep_begin + i];
+      if (best == kNoOp || r.end[d] > r.end[best]) best = d;
+    }
+    if (best == kNoOp || r.end[best] < r.start[op]) return kNoOp;
+    const OpKind k = plan.ops[best].kind;
+    if (k != OpKind::Alloc && k != OpKind::Free) return best;
+    op = best;
+  }
+  return kNoOp;
+}
+
 }  // namespace
+
+StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, int rank) {
+  const Plan& plan = tp.plan;
+  StepBreakdown b;
+  SimTime busy_until = 0;
+  SimTime last_end = 0;
+  auto charge_comm = [&](OpId c_op, double seconds, bool waited) {
+    const Collective& c = plan.collectives[plan.ops[c_op].work];
+    const int kind = static_cast<int>(tp.group_kind[c.group]);
+    if (kind == static_cast<int>(GroupKind::Pp) && waited) {
+      const double transfer = ps_to_seconds(r.end[c_op] - r.start[c_op]);
+      const double exposed = std::min(seconds, transfer);
+      b.exposed_by_group[kind] += exposed;
+      b.bubble_s += seconds - exposed;
+    } else {
+      b.exposed_by_group[kind] += seconds;
+    }
+  };
+  for (OpId id = 0; id < plan.ops.size(); ++id) {
+    const Op& op = plan.ops[id];
+    if (op.rank != rank || op.stream != Stream::Compute) continue;
+    const SimTime gap = r.start[id] - busy_until;
+    if (gap > 0) {
+      OpId why = releaser(plan, r, id);
+      if (why != kNoOp && plan.ops[why].kind == OpKind::Collective) {
+        charge_comm(why, ps_to_seconds(gap), true);
+      } else {
+        b.other_s += ps_to_seconds(gap);
+      }
+    }
+    const double d = ps_to_seconds(r.end[id] - r.start[id]);
+    if (op.kind == OpKind::Compute) {
+      if (op.phase == Phase::Forward) b.forward_s += d;
+      if (op.phase == Phase::Backward) b.backward_s += d;
+      if (op.phase == Phase::Optimizer) b.optimizer_s += d;
+    } else if (op.kind == OpKind::Collective) {
+      charge_comm(id, d, false);
+    }
+    busy_until = std::max(busy_until, r.end[id]);
+    last_end = std::max(last_end, r.end[id]);
+  }
+  // After its last op a rank waits for the slowest one: pipeline drain with PP, else other.
+  const double tail = ps_to_seconds(r.makespan - last_end);
+  if (tp.stages.size() > 1) b.bubble_s += tail; else b.other_s += tail;
+  b.exposed_comm_s = b.exposed_by_group[0] + b.exposed_by_group[1] + b.exposed_by_group[2];
+  return b;
+}
 
 StepReport memory_report(const Scenario& s) {
   TrainingPlan tp = build_training_plan(s, true);
@@ -65,14 +134,13 @@ StepReport memory_report(const Scenario& s) {
   EngineResult r = run_engine(tp.plan, compute, comm);
   StepReport rep;
   rep.params = count_params(s.model).total;
-  fill_memory(s, tp.plan, r, rep, tp.plan.num_ranks);
+  fill_memory(s, tp.plan, r, rep, tp.plan.num_ranks / s.parallel.pp);
   return rep;
 }
 
 Simulation simulate_step(const Scenario& s) {
-  check_fits(s, memory_report(s));
   Simulation sim;
-  sim.plan = build_training_plan(s);
+  sim.plan = build_training_plan(s, s.sim.folded);
   const Plan& plan = sim.plan.plan;
   ComputeCost compute(s, sim.plan);
   AnalyticalComm comm(s.cluster);
@@ -88,27 +156,18 @@ Simulation simulate_step(const Scenario& s) {
   rep.tflops_per_gpu = model_flops / rep.step_time_s / s.num_gpus() / 1e12;
   rep.mfu = rep.tflops_per_gpu / s.cluster.gpu.peak_tflops(s.training.precision);
 
-  // Breakdown on rank 0 (every rank runs the same template): compute-stream time by phase; what
-  // the step spends beyond it is communication the compute stream waited for.
-  StepBreakdown& b = rep.breakdown;
-  for (OpId id = 0; id < plan.ops.size(); ++id) {
+  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
     const Op& op = plan.ops[id];
-    if (op.rank != 0) break;
-    if (op.kind == OpKind::Collective) {
-      const Collective& c = plan.collectives[op.work];
-      int kind = static_cast<int>(sim.plan.group_kind[c.group]);
-      rep.comm_bytes_per_gpu[kind] += ring_bytes_sent(c.kind, plan.group_size(c.group), c.bytes);
-    }
-    if (op.kind != OpKind::Compute || op.stream != Stream::Compute) continue;
-    const double d = ps_to_seconds(r.end[id] - r.start[id]);
-    if (op.phase == Phase::Forward) b.forward_s += d;
-    if (op.phase == Phase::Backward) b.backward_s += d;
-    if (op.phase == Phase::Optimizer) b.optimizer_s += d;
+    if (op.kind != OpKind::Collective) continue;
+    const Collective& c = plan.collectives[op.work];
+    const int kind = static_cast<int>(sim.plan.group_kind[c.group]);
+    // A pipeline transfer is sent by its first member only.
+    if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
+    rep.comm_bytes_per_gpu[kind] += ring_bytes_sent(c.kind, plan.cost_size(c.group), c.bytes);
   }
-  b.bubble_s = 0;  // no pipeline yet
-  b.exposed_comm_s =
-      std::max(0.0, rep.step_time_s - b.forward_s - b.backward_s - b.optimizer_s - b.bubble_s);
-  fill_memory(s, plan, r, rep, std::min(plan.num_ranks, s.parallel.tp));
+  rep.breakdown = breakdown_of_rank(sim.plan, r, 0);
+  fill_memory(s, plan, r, rep, plan.num_ranks / s.parallel.pp);
+  check_fits(s, rep);
   return sim;
 }
 

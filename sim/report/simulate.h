@@ -10,8 +10,14 @@
 
 namespace zerosim {
 
+// Where one rank's step time goes. Compute-stream time by phase; every idle gap of the compute
+// stream is charged to what released the op after it: a DP or TP collective (exposed
+// communication of that group), a pipeline transfer (its duration is exposed PP communication,
+// the rest of the wait is bubble). Collectives run on the compute stream count as exposed too.
 struct StepBreakdown {
   double forward_s = 0, backward_s = 0, optimizer_s = 0, exposed_comm_s = 0, bubble_s = 0;
+  std::array<double, 3> exposed_by_group{};  // dp, tp, pp
+  double other_s = 0;                        // gaps no dependency explains (none expected)
 };
 
 struct StepReport {
@@ -38,6 +44,8 @@ struct Simulation {
 // Simulates one step. Unless scenario.sim.allow_oom, a step whose peak memory exceeds the GPU's
 // throws InputError naming what to change (checked before any time is simulated).
 Simulation simulate_step(const Scenario& s);
+
+StepBreakdown breakdown_of_rank(const TrainingPlan& plan, const EngineResult& r, int rank);
 
 // Memory only: replays the allocations of one data-parallel replica in plan order.
 StepReport memory_report(const Scenario& s);

@@ -61,9 +61,11 @@ void write_chrome_trace(std::ostream& out, const Simulation& sim) {
     }
     out << "}";
   }
+  std::vector<int> all(static_cast<std::size_t>(plan.num_ranks));
+  for (int rank = 0; rank < plan.num_ranks; ++rank) all[rank] = rank;
+  std::vector<MemoryUsage> usage = replay_memory(plan, r, all, true);
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
-    MemoryUsage u = replay_memory(plan, r, rank, true);
-    for (const auto& [t, bytes] : u.timeline) {
+    for (const auto& [t, bytes] : usage[rank].timeline) {
       sep();
       out << "{\"ph\":\"C\",\"name\":\"memory (GiB)\",\"pid\":" << rank << ",\"ts\":" << micros(t)
           << ",\"args\":{\"allocated\":" << static_cast<double>(bytes) / kGiB << "}}";

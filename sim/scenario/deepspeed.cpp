@@ -99,6 +99,18 @@ void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin
                        "unknown DeepSpeed key" + did_you_mean(it.key(), known));
     }
   }
+  // Batch keys the config gives replace the document's; the document's others are dropped so
+  // that DeepSpeed's rule derives them from the config's.
+  bool gives_batch = false;
+  for (const char* k : {"train_batch_size", "train_micro_batch_size_per_gpu",
+                        "gradient_accumulation_steps"}) {
+    if (ds.contains(k) && !is_auto(ds[k])) gives_batch = true;
+  }
+  if (gives_batch && doc.contains("training") && doc["training"].is_object()) {
+    for (const char* k : {"global_batch_size", "micro_batch_size", "gradient_accumulation_steps"}) {
+      doc["training"].erase(k);
+    }
+  }
   auto batch = [&](const char* ds_key, const char* key) {
     auto it = ds.find(ds_key);
     if (it == ds.end() || is_auto(*it)) return;

@@ -45,6 +45,8 @@ const std::vector<KeySpec>& registry() {
       {"parallel.dp", "int", nullptr, {}, "data-parallel degree (derived: GPUs / (tp*pp*cp))"},
       {"parallel.cp", "int", 1, {}, "context-parallel degree"},
       {"parallel.virtual_stages", "int", 1, {}, "interleaved pipeline stages per GPU"},
+      {"parallel.pipeline_schedule", "enum", nullptr, {"1f1b", "gpipe", "interleaved"},
+       "pipeline schedule (default: interleaved when virtual_stages > 1, else 1f1b)"},
       {"parallel.sequence_parallel", "bool", false, {}, "Megatron sequence parallelism"},
       {"parallel.recompute", "enum", "none", {"none", "selective", "full"},
        "activation recomputation"},
@@ -78,6 +80,9 @@ const std::vector<KeySpec>& registry() {
       {"sim.network", "enum", "analytical", {"analytical"},
        "network model: alpha-beta per link class without contention"},
       {"sim.granularity", "enum", "layer", {"layer"}, "one op per layer pass"},
+      {"sim.ranks", "enum", "folded", {"folded", "all"},
+       "folded: simulate one data-parallel replica, which stands for all (exact when replicas "
+       "cannot contend, as with the analytical network); all: every rank"},
       {"sim.allow_oom", "bool", false, {},
        "simulate even when the peak memory exceeds the GPU's (the report says it does not fit)"},
   };
@@ -198,7 +203,8 @@ class Reader {
   }
   std::int64_t count(const std::string& path, double auto_value) const {
     const json& v = raw(path);
-    if (v.is_string() && v.get<std::string>() == "auto") return std::llround(auto_value);
+    // The Hugging Face integration computes these with int(), which truncates.
+    if (v.is_string() && v.get<std::string>() == "auto") return static_cast<std::int64_t>(auto_value);
     double d = parse_quantity(v, Dimension::Count, path);
     if (d < 0 || d > 1e15 || d != std::floor(d)) {
       throw InputError(path, "must be a whole number of elements between 0 and 1e15, got " +
@@ -387,13 +393,36 @@ Scenario resolve_scenario(const json& doc) {
   if (p.cp != 1) {
     throw InputError("parallel.cp", "context parallelism is not simulated yet; allowed: 1");
   }
-  if (p.pp != 1) {
-    throw InputError("parallel.pp", "pipeline parallelism is not simulated yet; allowed: 1");
-  }
-  if (p.virtual_stages != 1) {
-    throw InputError("parallel.virtual_stages", "interleaving needs pipeline parallelism; allowed: 1");
-  }
   const ModelSpec& m = s.model;
+  if (p.pp > m.num_layers) {
+    throw InputError("parallel.pp", "must not exceed model.num_layers (" +
+                                        std::to_string(m.num_layers) + "), got " +
+                                        std::to_string(p.pp));
+  }
+  if (p.virtual_stages > 1) {
+    if (p.pp == 1) {
+      throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
+    }
+    if (m.num_layers % (static_cast<std::int64_t>(p.pp) * p.virtual_stages) != 0) {
+      throw InputError("parallel.virtual_stages",
+                       "model.num_layers (" + std::to_string(m.num_layers) +
+                           ") must be divisible by pp x virtual_stages = " +
+                           std::to_string(p.pp * p.virtual_stages) + " (Megatron's rule)");
+    }
+  }
+  if (in.has("parallel.pipeline_schedule")) {
+    std::string sched = in.choice("parallel.pipeline_schedule");
+    p.pipeline_schedule = sched == "gpipe"         ? PipelineSchedule::GPipe
+                          : sched == "interleaved" ? PipelineSchedule::Interleaved
+                                                   : PipelineSchedule::OneFOneB;
+    if ((p.pipeline_schedule == PipelineSchedule::Interleaved) != (p.virtual_stages > 1)) {
+      throw InputError("parallel.pipeline_schedule",
+                       "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
+    }
+  } else {
+    p.pipeline_schedule =
+        p.virtual_stages > 1 ? PipelineSchedule::Interleaved : PipelineSchedule::OneFOneB;
+  }
   if (m.num_attention_heads % p.tp != 0) {
     throw InputError("parallel.tp", "must divide model.num_attention_heads (" +
                                         std::to_string(m.num_attention_heads) + "), got " +
@@ -417,6 +446,13 @@ Scenario resolve_scenario(const json& doc) {
 
   TrainingConfig& t = s.training;
   resolve_batch(in, t, p.dp);
+  if (p.pipeline_schedule == PipelineSchedule::Interleaved &&
+      t.gradient_accumulation_steps % p.pp != 0) {
+    throw InputError("training.gradient_accumulation_steps",
+                     "the interleaved schedule needs the micro-batches per step (" +
+                         std::to_string(t.gradient_accumulation_steps) +
+                         ") to be a multiple of parallel.pp (" + std::to_string(p.pp) + ")");
+  }
   t.precision = in.choice("training.precision") == "fp16" ? Precision::Fp16 : Precision::Bf16;
   t.flash_attention = in.boolean("training.flash_attention");
 
@@ -462,6 +498,7 @@ Scenario resolve_scenario(const json& doc) {
   in.choice("sim.network");
   in.choice("sim.granularity");
   s.sim.allow_oom = in.boolean("sim.allow_oom");
+  s.sim.folded = in.choice("sim.ranks") == "folded";
 
   json r;
   r["model"] = model_to_json(m);
@@ -473,6 +510,10 @@ Scenario resolve_scenario(const json& doc) {
                    {"flash_attention", t.flash_attention}};
   r["parallel"] = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp},
                    {"virtual_stages", p.virtual_stages},
+                   {"pipeline_schedule", p.pipeline_schedule == PipelineSchedule::GPipe ? "gpipe"
+                                         : p.pipeline_schedule == PipelineSchedule::Interleaved
+                                             ? "interleaved"
+                                             : "1f1b"},
                    {"sequence_parallel", p.sequence_parallel},
                    {"recompute", to_string(p.recompute)},
                    {"framework", to_string(p.framework)}};
@@ -492,7 +533,8 @@ Scenario resolve_scenario(const json& doc) {
                {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
                {"offload_optimizer", {{"device", device(z.offload_optimizer)}}},
                {"offload_param", {{"device", device(z.offload_param)}}}};
-  r["sim"] = {{"network", "analytical"}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom}};
+  r["sim"] = {{"network", "analytical"}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
+              {"ranks", s.sim.folded ? "folded" : "all"}};
   s.resolved = std::move(r);
   return s;
 }

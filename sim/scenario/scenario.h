@@ -19,6 +19,7 @@ namespace zerosim {
 enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 enum class NetworkModel { Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
 std::string to_string(Framework f);
 
 struct TrainingConfig {
@@ -32,6 +33,7 @@ struct TrainingConfig {
 struct ParallelConfig {
   int tp = 1, pp = 1, dp = 1, cp = 1;
   int virtual_stages = 1;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::None;
   Framework framework = Framework::DeepSpeed;
@@ -59,6 +61,7 @@ struct SimConfig {
   NetworkModel network = NetworkModel::Analytical;
   bool layer_granularity = true;
   bool allow_oom = false;  // simulate a step that does not fit (the report says so)
+  bool folded = true;      // one data-parallel replica stands for all (exact without contention)
 };
 
 struct Scenario {

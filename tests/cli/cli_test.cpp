@@ -1,0 +1,297 @@
+// The `zerosim` binary end to end: every bad input exits with status 2, prints one line on
+// stderr naming the key path, and leaves no output file; good runs print a summary, a JSON
+// report with stable keys that reproduces from its own echoed scenario, and a Chrome trace.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+// A fresh working directory with the input files the cases below name.
+class CliDir {
+ public:
+  CliDir() {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "zerosim_cli_XXXXXX").string();
+    dir_ = fs::path(::mkdtemp(tmpl.data()));
+    write(dir_ / "bad.json", "{\"model\": \"llama2-7b\",");
+    write(dir_ / "unknown_top.json", R"({"modle": "llama2-7b"})");
+    write(dir_ / "unknown_nested.json", R"({"zero": {"stag": 2}})");
+    write(dir_ / "wrong_type.json", R"({"zero": {"stage": "two"}})");
+    // 6 heads cannot be split over tp = 4 (8 GPUs, so tp divides the cluster).
+    write(dir_ / "heads.json",
+          R"({"model": {"num_layers": 2, "hidden_size": 96, "num_attention_heads": 6,
+                        "vocab_size": 100, "seq_length": 64},
+              "cluster": {"preset": "dgx-a100-80gb", "num_gpus": 8},
+              "parallel": {"tp": 4}})");
+    write(dir_ / "ds_bad.json", "{\"zero_optimization\": {\"stage\": 2}");
+    write(dir_ / "ds_unknown.json", R"({"zero_optimization": {"stage": 2, "overlap_com": true}})");
+    write(dir_ / "ds_both.json", R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+    write(dir_ / "tiny.json",
+          R"({"model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                        "vocab_size": 1000, "seq_length": 128},
+              "cluster": {"preset": "dgx-a100-80gb", "nodes": 2, "nic_bandwidth": "100Gbps"},
+              "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 3},
+              "parallel": {"tp": 2},
+              "zero": {"stage": 3, "reduce_bucket_size": "auto"}})");
+    for (const auto& e : fs::directory_iterator(dir_)) inputs_.insert(e.path().filename());
+  }
+  ~CliDir() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  const fs::path& path() const { return dir_; }
+
+  // Runs `zerosim <args>` in this directory; args are shell words.
+  RunResult run(const std::string& args) const {
+    const std::string cmd =
+        "cd '" + dir_.string() + "' && '" ZEROSIM_BIN "' " + args + " > .stdout 2> .stderr";
+    RunResult r;
+    const int raw = std::system(cmd.c_str());
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(dir_ / ".stdout");
+    r.err = slurp(dir_ / ".stderr");
+    fs::remove(dir_ / ".stdout");
+    fs::remove(dir_ / ".stderr");
+    return r;
+  }
+  // Files the run created (anything besides the inputs).
+  std::set<std::string> created() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (!inputs_.count(e.path().filename())) out.insert(e.path().filename().string());
+    }
+    return out;
+  }
+
+ private:
+  fs::path dir_;
+  std::set<fs::path> inputs_;
+};
+
+// ---- bad input -----------------------------------------------------------------------------
+
+struct BadInput {
+  const char* id;
+  const char* args;
+  const char* key;        // the key path stderr must name
+  const char* also = "";  // another fragment stderr must hold (e.g. "did you mean")
+};
+
+const BadInput kBadInputs[] = {
+    {"malformed_scenario_json", "simulate bad.json", "scenario", "not valid JSON"},
+    {"unknown_top_level_key", "simulate unknown_top.json", "modle", "did you mean 'model'"},
+    {"unknown_nested_key", "simulate unknown_nested.json", "zero.stag", "did you mean 'stage'"},
+    {"wrong_type", "simulate wrong_type.json", "zero.stage"},
+    {"micro_batch_zero_set", "simulate --set training.micro_batch_size=0",
+     "training.micro_batch_size"},
+    {"micro_batch_zero_flag", "simulate --mbs 0", "training.micro_batch_size"},
+    {"nodes_negative", "simulate --nodes -1", "cluster.nodes"},
+    {"nodes_zero_flag", "simulate --nodes 0", "cluster.nodes"},
+    {"tp_zero_flag", "simulate --tp 0", "parallel.tp"},
+    {"nic_bandwidth_negative", "simulate --set cluster.nic_bandwidth=-5Gbps",
+     "cluster.nic_bandwidth"},
+    {"bandwidth_bad_unit", "simulate --set cluster.nic_bandwidth=400GiB", "cluster.nic_bandwidth",
+     "unit"},
+    {"dp_times_tp_not_gpus", "simulate --set parallel.dp=3", "parallel.dp"},
+    {"heads_not_divisible_by_tp", "simulate heads.json", "parallel.tp"},
+    {"batch_not_divisible", "simulate --gbs 100", "training.global_batch_size"},
+    {"batch_inconsistent", "simulate --mbs 2 --gas 4 --gbs 100", "training.global_batch_size"},
+    {"zero_stage_out_of_range", "simulate --zero 5", "zero.stage"},
+    {"negative_bucket", "simulate --set zero.reduce_bucket_size=-1", "zero.reduce_bucket_size"},
+    {"unknown_set_key", "simulate --set zero.stagee=2", "zero.stagee", "did you mean"},
+    {"unknown_model_preset", "simulate --model nosuch-7b", "model"},
+    {"unknown_cluster_preset", "simulate --cluster nosuch-cluster", "cluster.preset"},
+    {"missing_scenario_file", "simulate missing.json", "scenario", "missing.json"},
+    {"missing_hf_config", "simulate --model nodir/config.json", "model", "nodir/config.json"},
+    {"malformed_ds_config", "simulate --deepspeed ds_bad.json", "--deepspeed"},
+    {"unknown_ds_zero_key", "simulate --deepspeed ds_unknown.json", "zero_optimization.overlap_com",
+     "did you mean 'overlap_comm'"},
+    {"fp16_and_bf16", "simulate --deepspeed ds_both.json", "fp16", "bf16"},
+    {"does_not_fit", "simulate --model gpt3-175b --zero 0", "memory", "--allow-oom"},
+    {"memory_command_bad_key", "memory --set zero.stage=9", "zero.stage"},
+    {"set_without_equals", "simulate --set zero.stage", "--set", "KEY=VALUE"},
+    {"unknown_subcommand", "frobnicate", "frobnicate"},
+    {"unknown_list_kind", "list foo", "list", "foo"},
+};
+
+void PrintTo(const BadInput& c, std::ostream* os) { *os << c.id << ": zerosim " << c.args; }
+
+class cliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(cliBadInput, ExitTwoOneLineNamingTheKeyAndNoOutput) {
+  const BadInput& c = GetParam();
+  CliDir dir;
+  std::string args = c.args;
+  const bool simulate = args.rfind("simulate", 0) == 0, memory = args.rfind("memory", 0) == 0;
+  if (simulate) args += " --json out.json --trace out.trace";
+  if (memory) args += " --json out.json";
+  RunResult r = dir.run(args);
+  EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
+  ASSERT_FALSE(r.err.empty()) << args;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  EXPECT_NE(r.err.find(c.key), std::string::npos) << "no key '" << c.key << "' in: " << r.err;
+  EXPECT_NE(r.err.find(c.also), std::string::npos) << "no '" << c.also << "' in: " << r.err;
+  EXPECT_TRUE(dir.created().empty()) << args << " left " << *dir.created().begin();
+  if (simulate || memory) {
+    // The same with the report on stdout: nothing but the error comes out.
+    RunResult s = dir.run(std::string(c.args) + " --json -");
+    EXPECT_EQ(s.status, 2) << c.args;
+    EXPECT_EQ(s.out, "") << c.args;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(cli, cliBadInput, ::testing::ValuesIn(kBadInputs),
+                         [](const ::testing::TestParamInfo<BadInput>& i) { return i.param.id; });
+
+TEST(cliBadInputCount, AtLeastTwentyDistinctCases) {
+  std::set<std::string> args;
+  for (const BadInput& c : kBadInputs) args.insert(c.args);
+  EXPECT_GE(args.size(), 20u);
+}
+
+// ---- good runs -----------------------------------------------------------------------------
+
+TEST(cliOutput, SimulateWithoutArgumentsPrintsASummary) {
+  CliDir dir;
+  RunResult r = dir.run("simulate");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  for (const char* line : {"step time", "throughput", "memory per GPU", "peak"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing in:\n" << r.out;
+  }
+  EXPECT_TRUE(dir.created().empty());
+}
+
+void expect_number(const json& j, const std::string& key) {
+  ASSERT_TRUE(j.contains(key)) << "missing key " << key;
+  EXPECT_TRUE(j[key].is_number()) << key << " = " << j[key].dump();
+}
+
+TEST(cliOutput, JsonReportOnStdoutHasTheStableKeys) {
+  CliDir dir;
+  RunResult r = dir.run("simulate --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = json::parse(r.out);  // stdout holds the JSON document and nothing else
+  for (const char* k : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu"})
+    expect_number(j, k);
+  for (const char* k : {"forward", "backward", "optimizer", "exposed_comm", "bubble"}) {
+    expect_number(j["breakdown_s"], k);
+  }
+  for (const char* k : {"params", "grads", "optimizer_states", "activations", "buffers", "peak"}) {
+    expect_number(j["memory_per_gpu_bytes"], k);
+  }
+  for (const char* k : {"dp", "tp", "pp"}) expect_number(j["comm_bytes_per_gpu"], k);
+  expect_number(j["model"], "params");
+  ASSERT_TRUE(j.contains("fits_in_memory"));
+  EXPECT_TRUE(j["fits_in_memory"].is_boolean());
+  ASSERT_TRUE(j.contains("scenario"));
+  EXPECT_TRUE(j["scenario"].is_object());
+  // Definitions: tokens per second = global batch x sequence length / step time.
+  const json& sc = j["scenario"];
+  const double tokens =
+      sc["training"]["global_batch_size"].get<double>() * sc["model"]["seq_length"].get<double>();
+  EXPECT_NEAR(j["tokens_per_s"].get<double>() * j["step_time_s"].get<double>(), tokens,
+              1e-9 * tokens);
+  EXPECT_GE(j["memory_per_gpu_bytes"]["peak"].get<double>(),
+            j["memory_per_gpu_bytes"]["params"].get<double>());
+}
+
+TEST(cliOutput, SameInputTwiceGivesByteIdenticalJson) {
+  CliDir dir;
+  ASSERT_EQ(dir.run("simulate tiny.json --json a.json").status, 0);
+  ASSERT_EQ(dir.run("simulate tiny.json --json b.json").status, 0);
+  const std::string a = slurp(dir.path() / "a.json"), b = slurp(dir.path() / "b.json");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+TEST(cliOutput, EchoedScenarioReproducesTheReport) {
+  CliDir dir;
+  for (const char* input : {"", "tiny.json"}) {
+    ASSERT_EQ(dir.run(std::string("simulate ") + input + " --json first.json").status, 0) << input;
+    const json first = json::parse(slurp(dir.path() / "first.json"));
+    write(dir.path() / "echo.json", first["scenario"].dump(2));
+    RunResult r = dir.run("simulate echo.json --json second.json");
+    ASSERT_EQ(r.status, 0) << input << ": " << r.err;
+    const json second = json::parse(slurp(dir.path() / "second.json"));
+    EXPECT_EQ(second["fingerprint"], first["fingerprint"]) << input;
+    EXPECT_EQ(second, first) << input;
+    EXPECT_EQ(slurp(dir.path() / "second.json"), slurp(dir.path() / "first.json")) << input;
+  }
+}
+
+TEST(cliOutput, ChromeTraceIsValid) {
+  CliDir dir;
+  RunResult r = dir.run("simulate tiny.json --trace trace.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json t = json::parse(slurp(dir.path() / "trace.json"));
+  ASSERT_TRUE(t.contains("traceEvents"));
+  ASSERT_TRUE(t["traceEvents"].is_array());
+  std::set<int> pids;
+  int complete = 0;
+  for (const json& e : t["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph")) << e.dump();
+    if (e["ph"] != "X") continue;
+    ++complete;
+    for (const char* k : {"pid", "tid"}) {
+      ASSERT_TRUE(e.contains(k) && e[k].is_number_integer()) << e.dump();
+    }
+    for (const char* k : {"ts", "dur"}) ASSERT_TRUE(e.contains(k) && e[k].is_number()) << e.dump();
+    EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
+    EXPECT_GE(e["ts"].get<double>(), 0) << e.dump();
+    EXPECT_TRUE(e.contains("name") && e["name"].is_string()) << e.dump();
+    pids.insert(e["pid"].get<int>());
+  }
+  EXPECT_GT(complete, 0);
+  // tiny.json: 2 nodes x 8 GPUs = 16 ranks, tp = 2. Rank 0 and its TP partner are always
+  // traced (symmetric data-parallel replicas may be folded into one); every pid is a rank.
+  EXPECT_TRUE(pids.count(0) && pids.count(1));
+  EXPECT_LT(*pids.rbegin(), 16);
+}
+
+TEST(cliOutput, AllowOomSimulatesWhatDoesNotFit) {
+  CliDir dir;
+  RunResult r = dir.run("simulate --model gpt3-175b --zero 0 --allow-oom --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_FALSE(j["fits_in_memory"].get<bool>());
+  EXPECT_GT(j["memory_per_gpu_bytes"]["peak"].get<double>(), j["gpu_memory_bytes"].get<double>());
+}
+
+TEST(cliOutput, MemoryCommandReportsWithoutTiming) {
+  CliDir dir;
+  RunResult r = dir.run("memory tiny.json --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j.contains("memory_per_gpu_bytes"));
+  EXPECT_TRUE(j.contains("fits_in_memory"));
+  EXPECT_FALSE(j.contains("step_time_s"));
+}
+
+}  // namespace

@@ -1,0 +1,164 @@
+// Bytes each GPU sends per step (report.comm_bytes_per_gpu) against closed forms. Ring
+// collectives over N ranks: an all-reduce of B bytes sends 2B(N-1)/N per rank, a reduce-scatter
+// or all-gather B(N-1)/N. With F = 2Φ bytes of 16-bit gradients (or parameters) and m
+// micro-batches per step:
+//   stage 0 (DDP all-reduce once per step):                          2F(N-1)/N
+//   stage 1, reduce to owners + parameter all-gather:                2F(N-1)/N   (paper)
+//   stage 2, reduce to owners every micro-batch + all-gather:   (m + 1)F(N-1)/N   (paper, m = 1)
+//   stage 3, gather for forward and for backward, reduce-scatter:     3mF(N-1)/N  (paper)
+// DeepSpeed >= 0.12 reduces each stage 1/2 bucket with one all-reduce instead
+// (zero.use_multi_rank_bucket_allreduce = true, the default):
+//   stage 1: 2F(N-1)/N + F(N-1)/N = 3F(N-1)/N;  stage 2: (2m + 1)F(N-1)/N.
+// Stage 3 keeping every unit gathered from its forward to its backward (reuse distance above
+// the model size) skips the backward gathers: 2mF(N-1)/N.
+// The tiny model's Φ = 172288 and each of its units are divisible by N = 2 and 8, so no
+// partition padding enters.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/report/simulate.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim {
+namespace {
+
+using namespace testing_plan;
+
+enum class Variant {
+  Stage0,
+  Stage1Owners,
+  Stage1AllReduce,
+  Stage2Owners,
+  Stage2AllReduce,
+  Stage3NoReuse,
+  Stage3Reuse
+};
+
+struct BytesCase {
+  Variant variant;
+  int n, m;
+};
+
+std::string variant_name(Variant v) {
+  switch (v) {
+    case Variant::Stage0:
+      return "stage0";
+    case Variant::Stage1Owners:
+      return "stage1_owners";
+    case Variant::Stage1AllReduce:
+      return "stage1_allreduce";
+    case Variant::Stage2Owners:
+      return "stage2_owners";
+    case Variant::Stage2AllReduce:
+      return "stage2_allreduce";
+    case Variant::Stage3NoReuse:
+      return "stage3_no_reuse";
+    case Variant::Stage3Reuse:
+      return "stage3_reuse";
+  }
+  return "?";
+}
+
+json zero_of(Variant v) {
+  switch (v) {
+    case Variant::Stage0:
+      return {{"stage", 0}};
+    case Variant::Stage1Owners:
+      return {{"stage", 1}, {"use_multi_rank_bucket_allreduce", false}};
+    case Variant::Stage1AllReduce:
+      return {{"stage", 1}};
+    case Variant::Stage2Owners:
+      return {{"stage", 2}, {"use_multi_rank_bucket_allreduce", false}};
+    case Variant::Stage2AllReduce:
+      return {{"stage", 2}};
+    case Variant::Stage3NoReuse:
+      return {{"stage", 3},
+              {"stage3_param_persistence_threshold", 0},
+              {"stage3_max_reuse_distance", 0}};
+    case Variant::Stage3Reuse:
+      return {{"stage", 3},
+              {"stage3_param_persistence_threshold", 0},
+              {"stage3_max_reuse_distance", 1000000000}};
+  }
+  return {};
+}
+
+// Multiples of F(N-1)/N.
+double multiple(Variant v, int m) {
+  switch (v) {
+    case Variant::Stage0:
+      return 2;
+    case Variant::Stage1Owners:
+      return 2;
+    case Variant::Stage1AllReduce:
+      return 3;
+    case Variant::Stage2Owners:
+      return m + 1;
+    case Variant::Stage2AllReduce:
+      return 2 * m + 1;
+    case Variant::Stage3NoReuse:
+      return 3 * m;
+    case Variant::Stage3Reuse:
+      return 2 * m;
+  }
+  return 0;
+}
+
+void PrintTo(const BytesCase& c, std::ostream* os) {
+  *os << variant_name(c.variant) << " N=" << c.n << " m=" << c.m;
+}
+
+class parallelCommBytes : public ::testing::TestWithParam<BytesCase> {};
+
+TEST_P(parallelCommBytes, DpBytesPerGpuMatchTheClosedForm) {
+  const BytesCase c = GetParam();
+  if (c.variant == Variant::Stage3NoReuse) {
+  }
+  ASSERT_EQ(kTinyPhi % c.n, 0);
+  Scenario s = resolve_scenario(tiny_doc(c.n, zero_of(c.variant), c.m));
+  ASSERT_EQ(s.parallel.dp, c.n);
+  Simulation sim = simulate_step(s);
+  const double f = 2.0 * kTinyPhi;
+  const double expected = multiple(c.variant, c.m) * f * (c.n - 1) / c.n;
+  EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected);
+  EXPECT_EQ(sim.report.comm_bytes_per_gpu[1], 0);  // tp = 1
+  EXPECT_EQ(sim.report.comm_bytes_per_gpu[2], 0);  // pp = 1
+}
+
+std::vector<BytesCase> bytes_cases() {
+  std::vector<BytesCase> out;
+  for (Variant v :
+       {Variant::Stage0, Variant::Stage1Owners, Variant::Stage1AllReduce, Variant::Stage2Owners,
+        Variant::Stage2AllReduce, Variant::Stage3NoReuse, Variant::Stage3Reuse}) {
+    for (int n : {2, 8}) {
+      for (int m : {1, 3}) out.push_back({v, n, m});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(parallelZero, parallelCommBytes, ::testing::ValuesIn(bytes_cases()),
+                         [](const ::testing::TestParamInfo<BytesCase>& i) {
+                           return variant_name(i.param.variant) + "_N" + std::to_string(i.param.n) +
+                                  "_m" + std::to_string(i.param.m);
+                         });
+
+// Megatron tensor parallelism (Korthikanti et al. 2022, section 4.2.2): per micro-batch two
+// all-reduces per layer in forward and two in backward, plus the embedding's forward
+// all-reduce and the output layer's backward all-reduce, each of the s x b x h activation in
+// 16 bits. Sequence parallelism replaces each all-reduce by a reduce-scatter and an
+// all-gather that together move the same bytes. Tiny model, b = 1, tp = t = 2:
+//   2sbh = 2 * 128 * 64 = 16384 bytes, collectives per micro-batch 4L + 2 = 10,
+//   bytes per micro-batch 10 * 2 (t-1)/t * 16384 = 163840; with m = 3: 491520.
+TEST(parallelCommBytesTp, MegatronActivationAllReduces) {
+  for (bool sp : {false, true}) {
+    json doc = tiny_doc(4, {{"stage", 1}}, 3, 2);
+    doc["parallel"]["sequence_parallel"] = sp;
+    Simulation sim = simulate_step(resolve_scenario(doc));
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[1], 491520.0, 1e-6) << "sequence_parallel " << sp;
+  }
+}
+
+}  // namespace
+}  // namespace zerosim

@@ -1,0 +1,248 @@
+// Scenario resolution as DeepSpeed and the Hugging Face integration read a ds_config:
+// the batch rule (deepspeed/runtime/config.py, _set_batch_related_parameters and
+// _batch_assertion), "auto" bucket sizes (transformers/integrations/deepspeed.py,
+// trainer_config_finalize) and zero_optimization defaults (deepspeed/runtime/zero/config.py).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/scenario/scenario.h"
+
+namespace zerosim {
+namespace {
+
+
+using json = nlohmann::json;
+
+// A small inline model of hidden size h, on 8 GPUs of one DGX A100 node: dp = 8.
+json doc_with(int hidden = 64, json training = json::object(), json zero = json::object()) {
+  json d = {{"model",
+             {{"num_layers", 1},
+              {"hidden_size", hidden},
+              {"num_attention_heads", 8},
+              {"vocab_size", 1000},
+              {"seq_length", 128}}},
+            {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 8}}}};
+  if (!training.empty()) d["training"] = training;
+  if (!zero.empty()) d["zero"] = zero;
+  return d;
+}
+
+// The key path of the InputError `f` throws, or "" if it throws none.
+template <class F>
+std::string error_key(F f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.key_path();
+  }
+  return "";
+}
+
+Scenario with_deepspeed(json doc, const json& ds) {
+  apply_deepspeed_config(doc, ds, "ds.json");
+  return resolve_scenario(doc);
+}
+
+// ---- batch rule: train_batch_size = micro_batch x gradient_accumulation x dp ---------------
+
+struct Batch {
+  std::int64_t mbs, gas, gbs;
+};
+Batch batch_of(const Scenario& s) {
+  return {s.training.micro_batch_size, s.training.gradient_accumulation_steps,
+          s.training.global_batch_size};
+}
+
+TEST(scenarioBatch, AnyTwoDetermineTheThird) {
+  // dp = 8.
+  // gbs 64, mbs 2 -> gas = 64 / 2 / 8 = 4
+  Batch b = batch_of(
+      resolve_scenario(doc_with(64, {{"global_batch_size", 64}, {"micro_batch_size", 2}})));
+  EXPECT_EQ(b.gas, 4);
+  // gbs 64, gas 2 -> mbs = 64 / 8 / 2 = 4
+  b = batch_of(resolve_scenario(
+      doc_with(64, {{"global_batch_size", 64}, {"gradient_accumulation_steps", 2}})));
+  EXPECT_EQ(b.mbs, 4);
+  // mbs 2, gas 3 -> gbs = 2 * 3 * 8 = 48
+  b = batch_of(resolve_scenario(
+      doc_with(64, {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 3}})));
+  EXPECT_EQ(b.gbs, 48);
+  // All three, consistent: 2 * 4 * 8 = 64.
+  b = batch_of(resolve_scenario(doc_with(
+      64,
+      {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 4}, {"global_batch_size", 64}})));
+  EXPECT_EQ(b.gbs, 64);
+  EXPECT_EQ(b.mbs, 2);
+  EXPECT_EQ(b.gas, 4);
+}
+
+TEST(scenarioBatch, OneGivenDefaultsAccumulationToOne) {
+  // Only train_batch_size 64: gas = 1, mbs = 64 / 8 = 8.
+  Batch b = batch_of(resolve_scenario(doc_with(64, {{"global_batch_size", 64}})));
+  EXPECT_EQ(b.gas, 1);
+  EXPECT_EQ(b.mbs, 8);
+  // Only micro-batch 3: gas = 1, gbs = 3 * 8 = 24.
+  b = batch_of(resolve_scenario(doc_with(64, {{"micro_batch_size", 3}})));
+  EXPECT_EQ(b.gas, 1);
+  EXPECT_EQ(b.gbs, 24);
+}
+
+TEST(scenarioBatch, InconsistentOrIndivisibleNamesGlobalBatchSize) {
+  // 2 * 4 * 8 = 64 != 63.
+  EXPECT_EQ(error_key([] {
+              resolve_scenario(doc_with(64, {{"micro_batch_size", 2},
+                                             {"gradient_accumulation_steps", 4},
+                                             {"global_batch_size", 63}}));
+            }),
+            "training.global_batch_size");
+  // 60 is not a multiple of mbs x dp = 16.
+  EXPECT_EQ(error_key([] {
+              resolve_scenario(doc_with(64, {{"global_batch_size", 60}, {"micro_batch_size", 2}}));
+            }),
+            "training.global_batch_size");
+  // 60 is not a multiple of gas x dp = 24.
+  EXPECT_EQ(error_key([] {
+              resolve_scenario(
+                  doc_with(64, {{"global_batch_size", 60}, {"gradient_accumulation_steps", 3}}));
+            }),
+            "training.global_batch_size");
+  // 12 is not a multiple of dp = 8.
+  EXPECT_EQ(error_key([] {
+              resolve_scenario(doc_with(64, {{"global_batch_size", 12}}));
+            }),
+            "training.global_batch_size");
+}
+
+TEST(scenarioBatch, DeepSpeedConfigKeys) {
+  // train_batch_size 64 + train_micro_batch_size_per_gpu 2 on dp = 8 -> gas 4.
+  Batch b = batch_of(with_deepspeed(
+      doc_with(), {{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2}}));
+  EXPECT_EQ(b.gas, 4);
+  // train_batch_size 64 + gradient_accumulation_steps 2 -> micro-batch 4.
+  b = batch_of(
+      with_deepspeed(doc_with(), {{"train_batch_size", 64}, {"gradient_accumulation_steps", 2}}));
+  EXPECT_EQ(b.mbs, 4);
+  // "auto" leaves the key to the scenario (the HF integration fills it from its arguments).
+  b = batch_of(
+      with_deepspeed(doc_with(64, {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 3}}),
+                     {{"train_batch_size", "auto"},
+                      {"train_micro_batch_size_per_gpu", "auto"},
+                      {"gradient_accumulation_steps", "auto"}}));
+  EXPECT_EQ(b.mbs, 2);
+  EXPECT_EQ(b.gas, 3);
+  EXPECT_EQ(b.gbs, 48);
+  // All three, inconsistent: 2 * 2 * 8 = 32 != 64.
+  EXPECT_EQ(error_key([] {
+              with_deepspeed(doc_with(), {{"train_batch_size", 64},
+                                          {"train_micro_batch_size_per_gpu", 2},
+                                          {"gradient_accumulation_steps", 2}});
+            }),
+            "training.global_batch_size");
+}
+
+TEST(scenarioBatch, DeepSpeedBatchKeysReplaceTheBuiltInDefaults) {
+  // `zerosim simulate --deepspeed ds.json` starts from the built-in default scenario (two DGX
+  // H100 nodes, dp = 16). DeepSpeed given only train_batch_size = 64 runs gas = 1 and
+  // micro-batch 64 / 16 = 4; given 32 and micro-batch 2, gas = 32 / 2 / 16 = 1.
+  Scenario s = with_deepspeed(default_scenario_document(), {{"train_batch_size", 64}});
+  EXPECT_EQ(s.parallel.dp, 16);
+  EXPECT_EQ(s.training.gradient_accumulation_steps, 1);
+  EXPECT_EQ(s.training.micro_batch_size, 4);
+  s = with_deepspeed(default_scenario_document(),
+                     {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 2}});
+  EXPECT_EQ(s.training.gradient_accumulation_steps, 1);
+}
+
+// ---- "auto" values of the Hugging Face integration ----------------------------------------
+
+// reduce_bucket_size = h^2, stage3_prefetch_bucket_size = int(0.9 * h * h) (Python int()
+// truncates), stage3_param_persistence_threshold = 10 h. With h = 4096:
+//   16777216, int(15099494.4) = 15099494, 40960.
+TEST(scenarioDeepSpeedAuto, HiddenSizeBasedValues) {
+  json ds = {{"zero_optimization",
+              {{"stage", 3},
+               {"reduce_bucket_size", "auto"},
+               {"stage3_prefetch_bucket_size", "auto"},
+               {"stage3_param_persistence_threshold", "auto"}}}};
+  Scenario s = with_deepspeed(doc_with(4096), ds);
+  EXPECT_EQ(s.zero.reduce_bucket_size, 16777216);
+  EXPECT_EQ(s.zero.stage3_prefetch_bucket_size, 15099494);
+  EXPECT_EQ(s.zero.stage3_param_persistence_threshold, 40960);
+  // Numbers pass through unchanged.
+  ds["zero_optimization"]["reduce_bucket_size"] = 12345;
+  EXPECT_EQ(with_deepspeed(doc_with(4096), ds).zero.reduce_bucket_size, 12345);
+}
+
+TEST(scenarioDeepSpeedAuto, PrefetchBucketTruncatesLikePythonInt) {
+  // h = 2048 (GPT-3 1.3B): 0.9 * 2048 * 2048 = 3774873.6, int() -> 3774873.
+  Scenario s = with_deepspeed(
+      doc_with(2048),
+      {{"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_size", "auto"}}}});
+  EXPECT_EQ(s.zero.stage3_prefetch_bucket_size, 3774873);
+}
+
+// ---- zero_optimization defaults and precision ----------------------------------------------
+
+TEST(scenarioDeepSpeedDefaults, OverlapCommIsTrueOnlyForStage3) {
+  // DeepSpeedZeroConfig.overlap_comm: None -> stage == 3.
+  for (int stage = 0; stage <= 3; ++stage) {
+    Scenario s = resolve_scenario(doc_with(64, {}, {{"stage", stage}}));
+    EXPECT_EQ(s.zero.overlap_comm, stage == 3) << "stage " << stage;
+    Scenario d = with_deepspeed(doc_with(), {{"zero_optimization", {{"stage", stage}}}});
+    EXPECT_EQ(d.zero.overlap_comm, stage == 3) << "ds_config stage " << stage;
+  }
+  // An explicit value wins.
+  EXPECT_FALSE(resolve_scenario(doc_with(64, {}, {{"stage", 3}, {"overlap_comm", false}}))
+                   .zero.overlap_comm);
+  EXPECT_TRUE(
+      with_deepspeed(doc_with(), {{"zero_optimization", {{"stage", 1}, {"overlap_comm", true}}}})
+          .zero.overlap_comm);
+}
+
+TEST(scenarioDeepSpeedDefaults, BucketAllReduceAndBucketSizes) {
+  Scenario s = resolve_scenario(doc_with(64, {}, {{"stage", 2}}));
+  EXPECT_TRUE(s.zero.use_multi_rank_bucket_allreduce);  // DeepSpeed >= 0.12 default
+  EXPECT_TRUE(s.zero.reduce_scatter);
+  EXPECT_TRUE(s.zero.contiguous_gradients);
+  EXPECT_EQ(s.zero.reduce_bucket_size, 500000000);  // DeepSpeed's 5e8
+  EXPECT_EQ(s.zero.stage3_prefetch_bucket_size, 50000000);
+  EXPECT_EQ(s.zero.stage3_param_persistence_threshold, 100000);
+  EXPECT_EQ(s.zero.stage3_max_live_parameters, 1000000000);
+  EXPECT_EQ(s.zero.stage3_max_reuse_distance, 1000000000);
+}
+
+TEST(scenarioDeepSpeedDefaults, Precision) {
+  EXPECT_EQ(with_deepspeed(doc_with(), {{"fp16", {{"enabled", true}}}}).training.precision,
+            Precision::Fp16);
+  EXPECT_EQ(with_deepspeed(doc_with(), {{"bf16", {{"enabled", true}}}}).training.precision,
+            Precision::Bf16);
+  EXPECT_EQ(
+      with_deepspeed(doc_with(), {{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", false}}}})
+          .training.precision,
+      Precision::Fp16);
+  const std::string key = error_key([] {
+    with_deepspeed(doc_with(), {{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}});
+  });
+  EXPECT_NE(key.find("fp16"), std::string::npos) << key;
+}
+
+TEST(scenarioDeepSpeedDefaults, UnknownKeysNameTheirPath) {
+  try {
+    with_deepspeed(doc_with(), {{"zero_optimization", {{"stage", 2}, {"overlap_com", true}}}});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "deepspeed(ds.json).zero_optimization.overlap_com");
+    EXPECT_NE(std::string(e.what()).find("did you mean 'overlap_comm'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(error_key([] {
+              with_deepspeed(doc_with(), {{"train_batch_sise", 8}});
+            }),
+            "deepspeed(ds.json).train_batch_sise");
+}
+
+}  // namespace
+}  // namespace zerosim
