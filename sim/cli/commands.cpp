@@ -237,7 +237,12 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   if (out_file.empty()) throw InputError("--out", "required: the file to write (- = stdout)");
   if (rank < -1) throw InputError("--rank", "must be 0 or more");
-  Scenario s = resolve_scenario(scenario_document(f));
+  json doc = scenario_document(f);
+  // validate/ replays every rank on hardware, so the plan is unfolded unless asked otherwise.
+  if (!doc.contains("sim") || !doc["sim"].is_object() || !doc["sim"].contains("ranks")) {
+    doc["sim"]["ranks"] = "all";
+  }
+  Scenario s = resolve_scenario(doc);
   Simulation sim = simulate_step(s);
   PendingOutput out(out_file);
   out.write(export_plan(s, sim, rank).dump(1) + "\n");

@@ -87,6 +87,8 @@ class Runner {
     result_.end.assign(n, -1);
     result_.order.reserve(n);
     arrived_.assign(plan_.collectives.size(), 0);
+    comm_in_flight_.assign(static_cast<std::size_t>(plan_.num_ranks), 0);
+    slowdown_ = compute_.comm_slowdown();
     for (OpId op = 0; op < n; ++op) {
       if (remaining_[op] == 0) release(op, 0);
     }
@@ -154,9 +156,14 @@ class Runner {
     result_.start[op] = now;
     switch (o.kind) {
       case OpKind::Compute:
-      case OpKind::Copy:
-        heap_.push({now + compute_.duration(plan_, op), seq_++, op});
+      case OpKind::Copy: {
+        SimTime d = compute_.duration(plan_, op);
+        if (o.kind == OpKind::Compute && slowdown_ > 0 && comm_in_flight_[o.rank] > 0) {
+          d += static_cast<SimTime>(static_cast<double>(d) * slowdown_);
+        }
+        heap_.push({now + d, seq_++, op});
         break;
+      }
       case OpKind::Alloc:
       case OpKind::Free:
         heap_.push({now, seq_++, op});
@@ -167,7 +174,9 @@ class Runner {
           // The collective starts when its last member arrives; earlier members waited for it.
           const Collective& coll = plan_.collectives[c];
           for (std::uint32_t i = 0; i < coll.member_count; ++i) {
-            result_.start[plan_.members[coll.member_begin + i]] = now;
+            const OpId m = plan_.members[coll.member_begin + i];
+            result_.start[m] = now;
+            if (plan_.ops[m].stream != Stream::Compute) ++comm_in_flight_[plan_.ops[m].rank];
           }
           comm_.start(plan_, c, now);
         }
@@ -178,6 +187,7 @@ class Runner {
 
   void finish(OpId op, SimTime now) {
     const Op& o = plan_.ops[op];
+    if (o.kind == OpKind::Collective && o.stream != Stream::Compute) --comm_in_flight_[o.rank];
     result_.end[op] = now;
     result_.order.push_back(op);
     result_.makespan = std::max(result_.makespan, now);
@@ -215,6 +225,8 @@ class Runner {
   std::vector<std::uint32_t> dependents_begin_;
   std::vector<OpId> dependents_;
   std::vector<std::uint32_t> arrived_;
+  std::vector<std::int32_t> comm_in_flight_;  // per rank, collectives running off the compute stream
+  double slowdown_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> heap_;
   std::uint64_t seq_ = 0;
 };

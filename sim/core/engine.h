@@ -10,6 +10,8 @@
 //    take no time.
 //  - A collective starts only when every member op has been released; the CommBackend decides when
 //    it ends, and all member ops end at that time.
+//  - A compute op that starts while its rank has a collective in flight on another stream runs
+//    ComputeModel::comm_slowdown() longer (judged once, at its start).
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -25,6 +27,9 @@ class ComputeModel {
   virtual ~ComputeModel() = default;
   // Duration of a Compute or Copy op.
   virtual SimTime duration(const Plan& plan, OpId op) = 0;
+  // Relative slowdown of a compute op that starts while its rank has communication in flight on
+  // another stream (NCCL kernels take SMs and HBM bandwidth): duration x (1 + slowdown).
+  virtual double comm_slowdown() const { return 0; }
 };
 
 class CommBackend {

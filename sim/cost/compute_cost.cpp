@@ -8,14 +8,22 @@ namespace zerosim {
 // Sources of the defaults in ComputeConstants:
 //  - GEMM ceiling: the cluster preset's gemm_efficiency, the maximum achievable matmul FLOPS
 //    measured by Bekman's mamf-finder (ML Engineering Open Book; shared/validation/kernels.md §1).
-//  - FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023, arXiv:2307.08691, abstract and
-//    Fig. 5-6), forward faster than backward: 0.75 and 0.60 of the GEMM ceiling (0.87 on A100)
-//    give 65 % and 52 % of peak.
+//  - Sustained GEMM rate: MAMF is the best shape over 100 runs of an idle GPU; in a training
+//    step clocks settle lower under sustained power draw and shapes are not the best. 0.85 of
+//    MAMF, fitted once over the published cases (docs/VALIDATION.md), the same for every GPU.
+//  - FlashAttention-2 reaches 50-73 % of A100 peak, forward faster than backward (Dao 2023,
+//    arXiv:2307.08691, abstract and Fig. 4-6), but only ~35 % of H100 peak (Shah et al. 2024,
+//    FlashAttention-3, arXiv:2407.08608, introduction); see flash_attention_efficiency.
+//  - Communication beside compute: NCCL runs its collectives as CUDA kernels on up to 16-32
+//    channels (one SM each) and contends for HBM; overlapped compute kernels slow down by
+//    10-30 % (Rashidi et al., ISCA 2021, "Enabling compute-communication overlap in distributed
+//    deep learning training platforms", Fig. 2). 0.15, calibratable.
 //  - Unfused attention (softmax materialised) runs its batched GEMMs at about half the GEMM
 //    ceiling: Mu Li's A100 benchmarks measure a GPT-2 layer at 53 TFLOP/s against 230 for a
 //    large matmul (kernels.md §1); assumption, calibrated by validate/.
 //  - Kernel gap: back-to-back kernel launches on one stream cost about 1-2 us each (NVIDIA CUDA
-//    best-practices guide, "kernel launch overhead"); 1 us, eight kernels per block.
+//    best-practices guide, "kernel launch overhead"), more when the host is busy with framework
+//    hooks; 2 us, eight kernels per block.
 //  - Optimizer: a fused mixed-precision Adam reads and writes the fp32 master, m and v (24 B),
 //    reads a 16-bit gradient (2 B) and writes the 16-bit parameter (2 B) = 28 B/param
 //    (kernels.md §3); the gradient upcast and norm add ~6 B/param.
@@ -24,12 +32,26 @@ namespace {
 double sat(double d, double knee) { return d / (d + knee); }
 }  // namespace
 
+AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu) {
+  const std::string& n = gpu.name;
+  if (n.find("H100") != std::string::npos || n.find("H200") != std::string::npos ||
+      n.find("GH200") != std::string::npos) {
+    return {0.38, 0.30};  // FA2 on Hopper: ~335-380 TFLOP/s forward of 989 (FA3 paper)
+  }
+  if (n.find("B200") != std::string::npos || n.find("GB200") != std::string::npos) {
+    return {0.38, 0.30};  // assumption: Hopper-like until Blackwell kernels are measured
+  }
+  if (n.find("V100") != std::string::npos) return {0.40, 0.30};  // assumption (FA1 era, no FA2)
+  return {0.62, 0.48};  // A100: FA2 paper Fig. 4: ~190-230 TFLOP/s forward, ~150-170 backward
+}
+
 ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c)
     : s_(s), c_(c) {
   const GpuSpec& gpu = s.cluster.gpu;
   peak_flops_ = gpu.peak_tflops(s.training.precision) * 1e12;
-  gemm_flops_ = peak_flops_ * gpu.gemm_efficiency;
+  gemm_flops_ = peak_flops_ * gpu.gemm_efficiency * c_.gemm_sustained;
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
+  flash_ = flash_attention_efficiency(gpu);
   layer_ = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
                               s.parallel.sequence_parallel, s.training.flash_attention);
   seconds_.resize(plan.works.size());
@@ -79,11 +101,11 @@ double ComputeCost::block_seconds(WorkKind kind) const {
     return t;
   };
   const double attn_fwd =
-      layer_.attention_flops /
-      (gemm_flops_ * (flash ? c_.flash_forward_efficiency : c_.unfused_attention_efficiency));
+      layer_.attention_flops / (flash ? peak_flops_ * flash_.forward
+                                      : gemm_flops_ * c_.unfused_attention_efficiency);
   const double attn_bwd =
-      2.5 * layer_.attention_flops /
-      (gemm_flops_ * (flash ? c_.flash_backward_efficiency : c_.unfused_attention_efficiency));
+      2.5 * layer_.attention_flops / (flash ? peak_flops_ * flash_.backward
+                                            : gemm_flops_ * c_.unfused_attention_efficiency);
   const double elementwise_half = bytes_seconds(layer_.elementwise_bytes / 2);
   const double attention_fwd = gemms(true) + attn_fwd + elementwise_half + overhead;
   const double mlp_fwd = gemms(false) + elementwise_half + overhead;

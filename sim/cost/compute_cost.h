@@ -12,21 +12,29 @@ namespace zerosim {
 
 // Calibratable constants of the compute model; defaults cite their sources in compute_cost.cpp.
 struct ComputeConstants {
-  double flash_forward_efficiency = 0.75;   // of the GEMM efficiency, FlashAttention forward
-  double flash_backward_efficiency = 0.60;  // backward (5 matmuls, recompute of P)
-  double unfused_attention_efficiency = 0.5;  // batched QK^T / PV GEMMs without fusion
+  double gemm_sustained = 0.85;             // sustained share of the MAMF rate in training
+  double unfused_attention_efficiency = 0.5;  // batched QK^T / PV GEMMs, of the GEMM rate
   double small_dim_knee = 128;              // a GEMM dimension d runs at d / (d + knee)
   int tile = 128;                           // output tile edge for wave quantization
-  double kernel_overhead_s = 1.0e-6;        // per kernel launch gap on the GPU
+  double kernel_overhead_s = 2.0e-6;        // per kernel launch gap on the GPU
   int kernels_per_block = 8;                // kernels of one attention or MLP block pass
   double optimizer_bytes_per_param = 34;    // fused Adam + gradient upcast/norm, see .cpp
+  double comm_slowdown = 0.15;              // compute slowdown beside NCCL kernels
 };
+
+// FlashAttention-2 forward and backward rates as a share of the GPU's dense peak, by GPU
+// generation (sources in compute_cost.cpp).
+struct AttentionEfficiency {
+  double forward = 0, backward = 0;
+};
+AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu);
 
 // Durations of every Work of a plan, computed once (ops of the same work cost the same).
 class ComputeCost : public ComputeModel {
  public:
   ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c = {});
   SimTime duration(const Plan& plan, OpId op) override;
+  double comm_slowdown() const override { return c_.comm_slowdown; }
   double work_seconds(int work) const { return seconds_[work]; }
 
  private:
@@ -39,6 +47,7 @@ class ComputeCost : public ComputeModel {
   double peak_flops_ = 0;     // FLOP/s at the training precision
   double gemm_flops_ = 0;     // best achievable GEMM FLOP/s
   double hbm_bytes_per_s_ = 0;
+  AttentionEfficiency flash_;
   LayerWork layer_;
   std::vector<double> seconds_;
   std::vector<SimTime> picos_;

@@ -120,6 +120,15 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
           const Work& w = sim.plan.works[op.work];
           o["work"] = work_name(w.kind);
           o["gemms"] = gemms_of(s, w, layer);
+          const bool attention = w.kind == WorkKind::AttentionForward ||
+                                 w.kind == WorkKind::AttentionBackward;
+          const bool mlp = w.kind == WorkKind::MlpForward || w.kind == WorkKind::MlpBackward;
+          const bool backward = w.kind == WorkKind::AttentionBackward || w.kind == WorkKind::MlpBackward;
+          // The layer's elementwise traffic, split evenly between its two blocks as the cost
+          // model does; backward moves it twice.
+          if (attention || mlp) {
+            o["elementwise_bytes"] = layer.elementwise_bytes / 2 * (backward ? 2 : 1);
+          }
           if (w.kind == WorkKind::AttentionForward) o["attention_flops"] = layer.attention_flops;
           if (w.kind == WorkKind::AttentionBackward) o["attention_flops"] = 2.5 * layer.attention_flops;
           if (w.kind == WorkKind::OptimizerStep) o["elements"] = w.elements;

@@ -307,11 +307,17 @@ void resolve_batch(const Reader& in, TrainingConfig& t, int dp) {
 const std::vector<KeySpec>& scenario_keys() { return registry(); }
 
 json default_scenario_document() {
-  // The example of the README: Llama-2-7B with ZeRO-2 on two DGX H100 nodes.
-  return json{{"model", "llama2-7b"},
-              {"cluster", {{"preset", "dgx-h100"}, {"nodes", 2}}},
-              {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 8}}},
-              {"zero", {{"stage", 2}}}};
+  // GPT-3 175B on 128 DGX A100 nodes with Megatron's 3D layout: TP 8 inside a node, PP 8 with
+  // two interleaved stages per GPU, ZeRO-1 (distributed optimizer), sequence parallelism and
+  // selective recomputation (Korthikanti et al. 2022), global batch 1536 (Narayanan et al. SC21).
+  return json{{"model", "gpt3-175b"},
+              {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 128}}},
+              {"training", {{"micro_batch_size", 1}, {"global_batch_size", 1536},
+                            {"precision", "bf16"}}},
+              {"parallel", {{"tp", 8}, {"pp", 8}, {"virtual_stages", 2},
+                            {"sequence_parallel", true}, {"recompute", "selective"},
+                            {"framework", "megatron"}}},
+              {"zero", {{"stage", 1}}}};
 }
 
 json read_json_file(const std::string& path, const std::string& key_path) {
@@ -438,12 +444,6 @@ Scenario resolve_scenario(const json& doc) {
                                         std::to_string(m.ffn_hidden_size) + "), got " +
                                         std::to_string(p.tp));
   }
-  if (p.tp > s.cluster.gpus_per_node) {
-    throw InputError("parallel.tp", "must not exceed the GPUs of one node (" +
-                                        std::to_string(s.cluster.gpus_per_node) +
-                                        "): tensor parallelism runs inside the NVLink domain");
-  }
-
   TrainingConfig& t = s.training;
   resolve_batch(in, t, p.dp);
   if (p.pipeline_schedule == PipelineSchedule::Interleaved &&

@@ -133,7 +133,7 @@ const BadInput kBadInputs[] = {
     {"unknown_ds_zero_key", "simulate --deepspeed ds_unknown.json", "zero_optimization.overlap_com",
      "did you mean 'overlap_comm'"},
     {"fp16_and_bf16", "simulate --deepspeed ds_both.json", "fp16", "bf16"},
-    {"does_not_fit", "simulate --model gpt3-175b --zero 0", "memory", "--allow-oom"},
+    {"does_not_fit", "simulate --model gpt3-175b --zero 0 --tp 1 --pp 1 --set parallel.virtual_stages=1 --nodes 2 --gbs 32", "memory", "--allow-oom"},
     {"memory_command_bad_key", "memory --set zero.stage=9", "zero.stage"},
     {"set_without_equals", "simulate --set zero.stage", "--set", "KEY=VALUE"},
     {"unknown_subcommand", "frobnicate", "frobnicate"},
@@ -277,7 +277,7 @@ TEST(cliOutput, ChromeTraceIsValid) {
 
 TEST(cliOutput, AllowOomSimulatesWhatDoesNotFit) {
   CliDir dir;
-  RunResult r = dir.run("simulate --model gpt3-175b --zero 0 --allow-oom --json -");
+  RunResult r = dir.run("simulate --model gpt3-175b --zero 0 --tp 1 --pp 1 --set parallel.virtual_stages=1 --nodes 2 --gbs 32 --allow-oom --json -");
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_FALSE(j["fits_in_memory"].get<bool>());

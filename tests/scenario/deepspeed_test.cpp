@@ -143,16 +143,19 @@ TEST(scenarioBatch, DeepSpeedConfigKeys) {
             "training.global_batch_size");
 }
 
-TEST(scenarioBatch, DeepSpeedBatchKeysReplaceTheBuiltInDefaults) {
-  // `zerosim simulate --deepspeed ds.json` starts from the built-in default scenario (two DGX
-  // H100 nodes, dp = 16). DeepSpeed given only train_batch_size = 64 runs gas = 1 and
-  // micro-batch 64 / 16 = 4; given 32 and micro-batch 2, gas = 32 / 2 / 16 = 1.
-  Scenario s = with_deepspeed(default_scenario_document(), {{"train_batch_size", 64}});
+TEST(scenarioBatch, DeepSpeedBatchKeysReplaceTheDocumentsBatchKeys) {
+  // A scenario with micro-batch 2 and 8 accumulation steps on two DGX H100 nodes (dp = 16), then
+  // a ds_config. DeepSpeed given only train_batch_size = 64 runs gas = 1 and micro-batch
+  // 64 / 16 = 4; given 32 and micro-batch 2, gas = 32 / 2 / 16 = 1.
+  const json two_nodes = {{"model", "llama2-7b"},
+                          {"cluster", {{"preset", "dgx-h100"}, {"nodes", 2}}},
+                          {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 8}}},
+                          {"zero", {{"stage", 2}}}};
+  Scenario s = with_deepspeed(two_nodes, {{"train_batch_size", 64}});
   EXPECT_EQ(s.parallel.dp, 16);
   EXPECT_EQ(s.training.gradient_accumulation_steps, 1);
   EXPECT_EQ(s.training.micro_batch_size, 4);
-  s = with_deepspeed(default_scenario_document(),
-                     {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 2}});
+  s = with_deepspeed(two_nodes, {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 2}});
   EXPECT_EQ(s.training.gradient_accumulation_steps, 1);
 }
 
