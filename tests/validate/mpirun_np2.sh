@@ -18,7 +18,9 @@ flags="--oversubscribe -np 2"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1
 
-"$zerosim" plan "$scenario" --out "$work/plan.json"
+# Every rank (sim.ranks=all); simulators without the key export every rank anyway.
+"$zerosim" plan "$scenario" --set sim.ranks=all --out "$work/plan.json" 2>/dev/null ||
+  "$zerosim" plan "$scenario" --out "$work/plan.json"
 # shellcheck disable=SC2086
 timeout 240 "$mpirun" $flags "$validate" replay "$work/plan.json" --backend cpu --iters 2 \
   --timeout 60 --out "$work/replay.json"

@@ -18,7 +18,12 @@ nlohmann::json tiny_scenario(const nlohmann::json& patch) {
 }
 
 nlohmann::json simulated_plan(const nlohmann::json& scenario) {
-  const Scenario s = resolve_scenario(scenario);
+  nlohmann::json doc = scenario;
+  // Hardware runs every rank: unfold the plan where the simulator folds symmetric replicas.
+  for (const KeySpec& k : scenario_keys()) {
+    if (k.path == "sim.ranks") doc["sim"]["ranks"] = "all";
+  }
+  const Scenario s = resolve_scenario(doc);
   const Simulation sim = simulate_step(s);
   return export_plan(s, sim, -1);
 }

@@ -55,7 +55,8 @@ class PlanBuilder {
 // A tiny transformer (2 layers, hidden 64) on dgx-h100 GPUs; `patch` is merged over it
 // (JSON merge patch), e.g. {"zero": {"stage": 3}, "cluster": {"num_gpus": 4}}.
 nlohmann::json tiny_scenario(const nlohmann::json& patch);
-// `zerosim plan` of that scenario, every rank; throws zerosim::InputError for scenarios the
+// `zerosim plan` of that scenario, every rank (sim.ranks = all where the simulator has the key);
+// throws zerosim::InputError for scenarios the
 // simulator refuses.
 nlohmann::json simulated_plan(const nlohmann::json& scenario);
 

@@ -149,7 +149,10 @@ TEST(CpuReplay, EveryPlanTheSimulatorProducesReplaysWithoutDeadlock) {
 TEST(CpuReplay, FullSizePlansOfEveryStageReplay) {
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    nlohmann::json doc = zerosim::default_scenario_document();
+    // Llama-2-7B with ZeRO on two DGX H100 nodes: 16 ranks, every op of a real-size plan.
+    nlohmann::json doc = {{"model", "llama2-7b"},
+                          {"cluster", {{"preset", "dgx-h100"}, {"nodes", 2}}},
+                          {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 2}}}};
     doc["zero"]["stage"] = stage;
     doc["sim"]["allow_oom"] = true;
     const zv::ReplayPlan p = zv::parse_plan(zt::simulated_plan(doc));
