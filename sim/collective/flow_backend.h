@@ -24,10 +24,12 @@
 // Agreement with the closed form (the contract the tests check)
 // ------------------------------------------------------------
 // route_plan scales wire bytes so that, on an idle network, the flows end after exactly the
-// bandwidth time NcclAnalyticalComm (with the same topology) charges; with the same alpha the two
-// backends give the same duration to within the picosecond rounding of the alpha and of each
-// flow's completion (tests: 1e-9 relative or 2 ps). With contention FlowComm is slower, by what
-// max-min sharing says.
+// bandwidth time NcclAnalyticalComm (with the same topology) charges, and every flow waits the same
+// alpha, so the two backends agree up to rounding: the picosecond rounding of the alpha and of
+// each flow's end (2 ps), and whole bytes per flow (a flow carries ceil or floor of its exact
+// share, a few bytes at its fair-share rate: 0 to ~200 ps, <= 5e-6 relative at 4 KiB, <= 6e-9
+// at 1 GiB over the presets and shapes of tests/collective/test_flow_backend.cpp). With
+// contention FlowComm is slower, by what max-min sharing says.
 //
 // Traffic classes: flows of group g carry traffic_class_of_group[g] (pass
 // static_cast<uint8_t>(TrainingPlan::group_kind[g]): 0 = DP, 1 = TP, 2 = PP); groups the vector
@@ -39,6 +41,11 @@
 // allows). pop_completed advances the network, drains its completions into reused buffers and
 // allocates nothing in steady state. Determinism: no unordered containers are iterated; equal
 // inputs give the same completions in the same order, bit for bit.
+//
+// Folded plans (sim.ranks=folded): a DP collective is injected over all the cluster ranks it
+// stands for, but the other replicas' TP and PP traffic is not in the plan, so contention from
+// it is missing. Exact when nothing contends (test: the folded tiny step equals the unfolded one);
+// with sim.network=flow prefer unfolded plans where TP/PP traffic shares NICs with DP.
 //
 // One FlowComm plays one plan at a time: start() with a different Plan object while collectives
 // are in flight is a std::logic_error (caches keyed by group are dropped on a plan change).
