@@ -199,7 +199,11 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
   }
   Simulation sim = simulate_step(s);
   PendingOutput json_file(json_out), trace_file(trace_out);
-  if (!json_out.empty()) json_file.write(report_json(s, sim.report, true).dump(2) + "\n");
+  if (!json_out.empty()) {
+    json j = report_json(s, sim.report, true);
+    if (!sim.network.is_null()) j["network"] = sim.network;
+    json_file.write(j.dump(2) + "\n");
+  }
   if (!trace_out.empty()) {
     std::ostringstream trace;
     write_chrome_trace(trace, sim);
@@ -252,9 +256,12 @@ int cmd_plan(const std::vector<std::string>& args) {
 
 int cmd_validate_published(const std::vector<std::string>& args) {
   std::string cases_file, json_out, markdown_out;
+  std::vector<std::string> settings;
   bool help = false;
   po::options_description all("validate-published");
-  all.add_options()("cases", po::value(&cases_file),
+  all.add_options()("set", po::value(&settings)->composing(),
+                    "KEY=VALUE applied to every case (e.g. sim.network=flow)")(
+      "cases", po::value(&cases_file),
                     "a zerosim-published-cases/1 file (default: the bundled cases)")(
       "json", po::value(&json_out), "write the results as JSON to FILE (- = stdout)")(
       "markdown", po::value(&markdown_out), "write the results as a markdown table to FILE")(
@@ -265,7 +272,7 @@ int cmd_validate_published(const std::vector<std::string>& args) {
     return 0;
   }
   json doc = cases_file.empty() ? bundled_cases() : read_json_file(cases_file, "--cases");
-  PublishedSummary summary = validate_published(doc);
+  PublishedSummary summary = validate_published(doc, settings);
   PendingOutput json_file(json_out), md_file(markdown_out);
   if (!json_out.empty()) json_file.write(published_json(summary).dump(2) + "\n");
   if (!markdown_out.empty()) md_file.write(published_markdown(summary));

@@ -95,7 +95,7 @@ json case_scenario(const json& c, const std::string& path) {
   return doc;
 }
 
-PublishedSummary validate_published(const json& cases_doc) {
+PublishedSummary validate_published(const json& cases_doc, const std::vector<std::string>& settings) {
   if (!cases_doc.is_object()) throw InputError("cases", "expected an object");
   const json& format = require(cases_doc, "format", "");
   if (format != "zerosim-published-cases/1") {
@@ -128,7 +128,9 @@ PublishedSummary validate_published(const json& cases_doc) {
       r.measured_peak_gib = measured["peak_memory_gb"].get<double>();
     }
     try {
-      Scenario s = resolve_scenario(case_scenario(c, path));
+      json doc = case_scenario(c, path);
+      for (const auto& setting : settings) apply_setting(doc, setting);
+      Scenario s = resolve_scenario(doc);
       Simulation sim = simulate_step(s);
       r.predicted_s = sim.report.step_time_s;
       r.error_pct = 100.0 * (r.predicted_s - r.measured_s) / r.measured_s;

@@ -33,7 +33,9 @@ nlohmann::json bundled_cases();
 // Scenario document of one case; throws InputError naming "cases[i].key" for malformed cases.
 nlohmann::json case_scenario(const nlohmann::json& c, const std::string& key_path);
 
-PublishedSummary validate_published(const nlohmann::json& cases_doc);
+// `settings` ("key=value", as --set) apply to every case, e.g. sim.network=flow.
+PublishedSummary validate_published(const nlohmann::json& cases_doc,
+                                    const std::vector<std::string>& settings = {});
 
 nlohmann::json published_json(const PublishedSummary& s);
 std::string published_text(const PublishedSummary& s);

@@ -22,6 +22,25 @@ std::string human_bytes(double b) {
   return fmt("%.0f B", b);
 }
 
+// The PP + ZeRO-2/3 conflict in numbers: how much more DP traffic than ZeRO-1 the same split
+// sends, how much of it the step waits for, and how busy the scale-out NICs are with it beside
+// the pipeline's sends (bytes over the NICs' capacity for the step).
+json conflict_json(const Scenario& s, const StepReport& r) {
+  const double dp = r.comm_bytes_per_gpu[0];
+  const auto& inter = r.internode_bytes_per_gpu;
+  const double nic_total = inter[0] + inter[1] + inter[2];
+  const double capacity = s.cluster.internode_bandwidth_per_gpu() * r.step_time_s;
+  json nic = {{"utilization", capacity > 0 ? nic_total / capacity : 0.0},
+              {"share_dp", nic_total > 0 ? inter[0] / nic_total : 0.0},
+              {"share_tp", nic_total > 0 ? inter[1] / nic_total : 0.0},
+              {"share_pp", nic_total > 0 ? inter[2] / nic_total : 0.0},
+              {"bytes_per_gpu", nic_total}};
+  return {{"dp_traffic_multiplier_vs_zero1", r.dp_bytes_zero1 > 0 ? dp / r.dp_bytes_zero1 : 0.0},
+          {"dp_bytes_per_gpu_zero1", r.dp_bytes_zero1},
+          {"exposed_dp_comm_s", r.breakdown.exposed_by_group[0]},
+          {"nic", nic}};
+}
+
 json memory_json(const StepReport& r) {
   const auto& m = r.memory.category_max;
   return json{{"params", m[static_cast<int>(MemCategory::Params)]},
@@ -52,6 +71,7 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
     j["comm_bytes_per_gpu"] = {{"dp", r.comm_bytes_per_gpu[0]},
                                {"tp", r.comm_bytes_per_gpu[1]},
                                {"pp", r.comm_bytes_per_gpu[2]}};
+    j["conflict"] = conflict_json(s, r);
     char fp[24];
     std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(r.fingerprint));
     j["fingerprint"] = fp;
@@ -92,6 +112,13 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     o << "  sent per GPU    dp " << human_bytes(r.comm_bytes_per_gpu[0]) << ", tp "
       << human_bytes(r.comm_bytes_per_gpu[1]) << ", pp " << human_bytes(r.comm_bytes_per_gpu[2])
       << "\n";
+    const json c = conflict_json(s, r);
+    o << "  conflict        DP traffic x" << fmt("%.2f", c["dp_traffic_multiplier_vs_zero1"].get<double>())
+      << " of ZeRO-1, exposed DP " << fmt("%.3f s", c["exposed_dp_comm_s"].get<double>())
+      << "; NICs " << fmt("%.0f %% busy", 100 * c["nic"]["utilization"].get<double>()) << " (dp "
+      << fmt("%.0f %%", 100 * c["nic"]["share_dp"].get<double>()) << ", pp "
+      << fmt("%.0f %%", 100 * c["nic"]["share_pp"].get<double>()) << ", tp "
+      << fmt("%.0f %%", 100 * c["nic"]["share_tp"].get<double>()) << ")\n";
   }
   const auto& m = r.memory.category_max;
   o << "  memory per GPU  params " << gib(m[0]) << ", grads " << gib(m[1]) << ", optimizer "

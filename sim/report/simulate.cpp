@@ -4,7 +4,10 @@
 #include <cstdio>
 
 #include "sim/collective/analytical.h"
+#include "sim/collective/flow_backend.h"
+#include "sim/collective/nccl_backend.h"
 #include "sim/core/error.h"
+#include "sim/scenario/scenario.h"
 #include "sim/cost/compute_cost.h"
 
 namespace zerosim {
@@ -80,6 +83,42 @@ OpId releaser(const Plan& plan, const EngineResult& r, OpId op) {
 
 }  // namespace
 
+std::array<double, 3> bytes_sent_by_rank0(const TrainingPlan& tp) {
+  const Plan& plan = tp.plan;
+  std::array<double, 3> out{};
+  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+    const Op& op = plan.ops[id];
+    if (op.kind != OpKind::Collective) continue;
+    const Collective& c = plan.collectives[op.work];
+    // A pipeline transfer is sent by its first member only.
+    if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
+    out[static_cast<int>(tp.group_kind[c.group])] +=
+        ring_bytes_sent(c.kind, plan.cost_size(c.group), c.bytes);
+  }
+  return out;
+}
+
+// The share of rank 0's bytes that leaves its node: a ring over n ranks spread k per node
+// crosses nodes on n/k of its n edges; a send/recv crosses when its two ends are on two nodes.
+std::array<double, 3> internode_bytes_by_rank0(const Scenario& s, const TrainingPlan& tp) {
+  const Plan& plan = tp.plan;
+  std::array<double, 3> out{};
+  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+    const Op& op = plan.ops[id];
+    if (op.kind != OpKind::Collective) continue;
+    const Collective& c = plan.collectives[op.work];
+    if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
+    const int n = plan.cost_size(c.group);
+    int per_node = 0;
+    bool inter = false;
+    group_placement(s.cluster, plan.cost_members(c.group), n, per_node, inter);
+    if (!inter) continue;
+    const double share = c.kind == CollectiveKind::SendRecv ? 1.0 : 1.0 / per_node;
+    out[static_cast<int>(tp.group_kind[c.group])] += share * ring_bytes_sent(c.kind, n, c.bytes);
+  }
+  return out;
+}
+
 StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, int rank) {
   const Plan& plan = tp.plan;
   StepBreakdown b;
@@ -143,8 +182,27 @@ Simulation simulate_step(const Scenario& s) {
   sim.plan = build_training_plan(s, s.sim.folded);
   const Plan& plan = sim.plan.plan;
   ComputeCost compute(s, sim.plan);
-  AnalyticalComm comm(s.cluster);
-  sim.result = run_engine(plan, compute, comm);
+  switch (s.sim.network) {
+    case NetworkModel::AlphaBeta: {
+      AnalyticalComm comm(s.cluster);
+      sim.result = run_engine(plan, compute, comm);
+      break;
+    }
+    case NetworkModel::Analytical: {
+      nccl::NcclModel model(s.cluster);
+      nccl::NcclAnalyticalComm comm(model);
+      sim.result = run_engine(plan, compute, comm);
+      break;
+    }
+    case NetworkModel::Flow: {
+      std::vector<std::uint8_t> classes;
+      for (GroupKind k : sim.plan.group_kind) classes.push_back(static_cast<std::uint8_t>(k));
+      FlowComm comm(s.cluster, {}, classes);
+      sim.result = run_engine(plan, compute, comm);
+      sim.network = comm.link_report(sim.result.makespan).to_json();
+      break;
+    }
+  }
   const EngineResult& r = sim.result;
   StepReport& rep = sim.report;
   rep.params = count_params(s.model).total;
@@ -156,16 +214,18 @@ Simulation simulate_step(const Scenario& s) {
   rep.tflops_per_gpu = model_flops / rep.step_time_s / s.num_gpus() / 1e12;
   rep.mfu = rep.tflops_per_gpu / s.cluster.gpu.peak_tflops(s.training.precision);
 
-  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
-    const Op& op = plan.ops[id];
-    if (op.kind != OpKind::Collective) continue;
-    const Collective& c = plan.collectives[op.work];
-    const int kind = static_cast<int>(sim.plan.group_kind[c.group]);
-    // A pipeline transfer is sent by its first member only.
-    if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
-    rep.comm_bytes_per_gpu[kind] += ring_bytes_sent(c.kind, plan.cost_size(c.group), c.bytes);
-  }
+  rep.comm_bytes_per_gpu = bytes_sent_by_rank0(sim.plan);
+  rep.internode_bytes_per_gpu = internode_bytes_by_rank0(s, sim.plan);
   rep.breakdown = breakdown_of_rank(sim.plan, r, 0);
+  // The same split with ZeRO-1: what the PP + ZeRO-2/3 conflict multiplies.
+  if (s.zero.stage == 1) {
+    rep.dp_bytes_zero1 = rep.comm_bytes_per_gpu[0];
+  } else {
+    Scenario z1 = s;
+    z1.zero.stage = 1;
+    z1.zero.overlap_comm = false;
+    rep.dp_bytes_zero1 = bytes_sent_by_rank0(build_training_plan(z1, true))[0];
+  }
   fill_memory(s, plan, r, rep, plan.num_ranks / s.parallel.pp);
   check_fits(s, rep);
   return sim;

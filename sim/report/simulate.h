@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/core/engine.h"
 #include "sim/memory/memory_timeline.h"
 #include "sim/parallel/training_plan.h"
@@ -30,6 +32,8 @@ struct StepReport {
   int memory_rank = 0;
   bool fits_in_memory = true;
   std::array<double, 3> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp (rank 0)
+  std::array<double, 3> internode_bytes_per_gpu{};  // of which leave the node
+  double dp_bytes_zero1 = 0;  // DP bytes of the same split with ZeRO-1 (conflict report)
   std::int64_t params = 0;
   std::uint64_t fingerprint = 0;
   std::uint64_t events = 0;
@@ -39,6 +43,7 @@ struct Simulation {
   TrainingPlan plan;
   EngineResult result;
   StepReport report;
+  nlohmann::json network;  // link utilization by class (sim.network = flow), else null
 };
 
 // Simulates one step. Unless scenario.sim.allow_oom, a step whose peak memory exceeds the GPU's
@@ -46,6 +51,10 @@ struct Simulation {
 Simulation simulate_step(const Scenario& s);
 
 StepBreakdown breakdown_of_rank(const TrainingPlan& plan, const EngineResult& r, int rank);
+
+// Bytes rank 0 sends in one step by group kind, and the part of them that crosses nodes.
+std::array<double, 3> bytes_sent_by_rank0(const TrainingPlan& tp);
+std::array<double, 3> internode_bytes_by_rank0(const Scenario& s, const TrainingPlan& tp);
 
 // Memory only: replays the allocations of one data-parallel replica in plan order.
 StepReport memory_report(const Scenario& s);

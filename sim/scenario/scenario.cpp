@@ -77,8 +77,10 @@ const std::vector<KeySpec>& registry() {
        "where optimizer states live"},
       {"zero.offload_param.device", "enum", "none", {"none", "cpu", "nvme"},
        "where stage-3 parameters live"},
-      {"sim.network", "enum", "analytical", {"analytical"},
-       "network model: alpha-beta per link class without contention"},
+      {"sim.network", "enum", "analytical", {"analytical", "flow", "alpha-beta"},
+       "analytical: NCCL's closed form per collective, no contention; flow: collectives as "
+       "flows sharing the topology's links max-min fairly; alpha-beta: one ring formula per "
+       "link class"},
       {"sim.granularity", "enum", "layer", {"layer"}, "one op per layer pass"},
       {"sim.ranks", "enum", "folded", {"folded", "all"},
        "folded: simulate one data-parallel replica, which stands for all (exact when replicas "
@@ -494,8 +496,10 @@ Scenario resolve_scenario(const json& doc) {
                                    "(SHARD_GRAD_OP); allowed: 2, 3");
   }
 
-  s.sim.network = NetworkModel::Analytical;
-  in.choice("sim.network");
+  const std::string network = in.choice("sim.network");
+  s.sim.network = network == "flow"         ? NetworkModel::Flow
+                  : network == "alpha-beta" ? NetworkModel::AlphaBeta
+                                            : NetworkModel::Analytical;
   in.choice("sim.granularity");
   s.sim.allow_oom = in.boolean("sim.allow_oom");
   s.sim.folded = in.choice("sim.ranks") == "folded";
@@ -533,7 +537,7 @@ Scenario resolve_scenario(const json& doc) {
                {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
                {"offload_optimizer", {{"device", device(z.offload_optimizer)}}},
                {"offload_param", {{"device", device(z.offload_param)}}}};
-  r["sim"] = {{"network", "analytical"}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
+  r["sim"] = {{"network", network}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
               {"ranks", s.sim.folded ? "folded" : "all"}};
   s.resolved = std::move(r);
   return s;

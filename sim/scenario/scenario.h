@@ -17,7 +17,9 @@
 namespace zerosim {
 
 enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
-enum class NetworkModel { Analytical, Flow };
+// alpha-beta: ring formula per link class; analytical: NCCL's closed form (algorithm and protocol
+// chosen as NCCL does, no contention); flow: NCCL-laid flows sharing links max-min fairly.
+enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
 std::string to_string(Framework f);

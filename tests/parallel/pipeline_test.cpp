@@ -1,0 +1,162 @@
+// Pipeline schedules and tensor parallelism against closed forms (Narayanan et al. SC21 §2.2,
+// Megatron-LM's TP collectives).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/report/simulate.h"
+#include "sim/scenario/scenario.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+// Uniform stages: every attention and MLP block costs the same in forward (tf) and twice as
+// much in backward; embedding, head and optimizer cost nothing, so the stages are identical.
+class UniformCompute : public ComputeModel {
+ public:
+  explicit UniformCompute(const TrainingPlan& tp) : tp_(tp) {}
+  SimTime duration(const Plan& plan, OpId op) override {
+    switch (tp_.works[plan.ops[op].work].kind) {
+      case WorkKind::AttentionForward:
+      case WorkKind::MlpForward: return 10 * kPicosPerMicro;
+      case WorkKind::AttentionBackward:
+      case WorkKind::MlpBackward: return 20 * kPicosPerMicro;
+      default: return 0;
+    }
+  }
+
+ private:
+  const TrainingPlan& tp_;
+};
+
+// Communication takes no time.
+class InstantComm : public CommBackend {
+ public:
+  void start(const Plan&, std::uint32_t c, SimTime now) override { pending_.push_back({now, c}); }
+  SimTime next_completion() const override {
+    return pending_.empty() ? kNever : pending_.front().first;
+  }
+  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override {
+    std::size_t i = 0;
+    for (; i < pending_.size() && pending_[i].first == now; ++i) done.push_back(pending_[i].second);
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+
+ private:
+  std::vector<std::pair<SimTime, std::uint32_t>> pending_;
+};
+
+json pipeline_doc(int pp, int m, int v, const std::string& schedule) {
+  return {{"model",
+           {{"num_layers", 16}, {"hidden_size", 64}, {"num_attention_heads", 4},
+            {"vocab_size", 1000}, {"seq_length", 128}}},
+          {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", pp}}},
+          {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", m}}},
+          {"parallel", {{"pp", pp}, {"virtual_stages", v}, {"pipeline_schedule", schedule}}},
+          {"zero", {{"stage", 1}}}};
+}
+
+double bubble_fraction(const json& doc) {
+  Scenario s = resolve_scenario(doc);
+  TrainingPlan tp = build_training_plan(s, true);
+  UniformCompute compute(tp);
+  InstantComm comm;
+  EngineResult r = run_engine(tp.plan, compute, comm);
+  StepBreakdown b = breakdown_of_rank(tp, r, 0);
+  return b.bubble_s / ps_to_seconds(r.makespan);
+}
+
+TEST(parallelPipeline, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  // Each stage is busy m (tf + tb) and the step lasts (m + p - 1)(tf + tb): the bubble fraction
+  // of any stage is (p - 1) / (m + p - 1).
+  for (int p : {2, 4}) {
+    for (int m : {1, 4, 8}) {
+      EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, 1, "1f1b")),
+                  static_cast<double>(p - 1) / (m + p - 1), 1e-9)
+          << "p " << p << " m " << m;
+    }
+  }
+}
+
+TEST(parallelPipeline, GPipeHasTheSameBubbleAs1F1B) {
+  // GPipe: all m forwards then all m backwards. Stage s waits s tf before its first forward,
+  // (p - 1 - s)(tf + tb) between its last forward and first backward, and s tb after its last
+  // backward: (p - 1)(tf + tb) in all, as with 1F1B; p = 4, m = 8: 3 / 11.
+  EXPECT_NEAR(bubble_fraction(pipeline_doc(4, 8, 1, "gpipe")), 3.0 / 11.0, 1e-9);
+}
+
+TEST(parallelPipeline, InterleavedBubbleShrinksByV) {
+  // v chunks per stage each cost (tf + tb) / v: the bubble is (p - 1)(tf + tb)/v against
+  // m (tf + tb) of work, a fraction (p - 1) / (v m + p - 1).
+  for (int v : {2, 4}) {
+    const int p = 4, m = 8;
+    EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, v, "interleaved")),
+                static_cast<double>(p - 1) / (v * m + p - 1), 1e-9)
+        << "v " << v;
+  }
+}
+
+// Bytes rank 0 sends on its TP group in the forward of layer 0: two all-reduces of the s x b x h
+// 16-bit activation, each 2(t - 1)/t of it.
+TEST(parallelTensor, TwoAllReducesPerLayerForward) {
+  for (int t : {2, 4, 8}) {
+    json doc = {{"model", "gpt3-6.7b"},
+                {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}},
+                {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 1}}},
+                {"parallel", {{"tp", t}}},
+                {"sim", {{"allow_oom", true}}}};
+    Scenario s = resolve_scenario(doc);
+    TrainingPlan tp = build_training_plan(s, true);
+    const Plan& plan = tp.plan;
+    double bytes = 0;
+    int count = 0;
+    for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+      const Op& op = plan.ops[id];
+      const std::string& name = plan.names[op.name];
+      if (op.kind != OpKind::Collective || name.find("tp ") != 0) continue;
+      if (name.find("fwd") == std::string::npos || name.find(" L0") == std::string::npos) continue;
+      const Collective& c = plan.collectives[op.work];
+      bytes += ring_bytes_sent(c.kind, plan.cost_size(c.group), c.bytes);
+      ++count;
+    }
+    const double sbh = 2.0 * 2048 * 4096;  // b = 2, s = 2048, h = 4096 (GPT-3 6.7B)
+    EXPECT_EQ(count, 2);
+    EXPECT_DOUBLE_EQ(bytes, 2 * 2.0 * (t - 1) / t * sbh * 2);
+  }
+}
+
+TEST(parallelTensor, SequenceParallelMovesTheSameBytes) {
+  // A reduce-scatter plus an all-gather each send (t - 1)/t of the activation: together what
+  // one all-reduce sends.
+  auto tp_bytes = [](bool sp) {
+    json doc = {{"model", "gpt3-6.7b"},
+                {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}},
+                {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 1}}},
+                {"parallel", {{"tp", 4}, {"sequence_parallel", sp}}},
+                {"sim", {{"allow_oom", true}}}};
+    Scenario s = resolve_scenario(doc);
+    return bytes_sent_by_rank0(build_training_plan(s, true))[1];
+  };
+  EXPECT_DOUBLE_EQ(tp_bytes(true), tp_bytes(false));
+}
+
+// DP bytes with ZeRO-2 under PP: every micro-batch reduces its gradients (m reduce-to-owner
+// passes of F) and the step all-gathers once (F); ZeRO-1 reduces once and gathers once (2F):
+// the ratio is (m + 1) / 2 (reduce to owners, the paper's accounting).
+TEST(parallelPipeline, ZeroTwoUnderPipelineMultipliesDpBytes) {
+  for (int m : {4, 8, 16}) {
+    auto dp_bytes = [&](int stage) {
+      json doc = pipeline_doc(4, m, 1, "1f1b");
+      doc["cluster"]["num_gpus"] = 16;  // dp = 4
+      doc["zero"] = {{"stage", stage}, {"use_multi_rank_bucket_allreduce", false}};
+      Scenario s = resolve_scenario(doc);
+      return bytes_sent_by_rank0(build_training_plan(s, true))[0];
+    };
+    EXPECT_NEAR(dp_bytes(2) / dp_bytes(1), (m + 1) / 2.0, 1e-12) << "m " << m;
+  }
+}
+
+}  // namespace
+}  // namespace zerosim
