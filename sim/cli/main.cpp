@@ -7,6 +7,7 @@
 #include "sim/cli/commands.h"
 #include "sim/collective/collective_command.h"
 #include "sim/core/error.h"
+#include "sim/explore/explore_commands.h"
 
 namespace {
 
@@ -19,6 +20,8 @@ const char* kUsage =
     "  plan     [SCENARIO.json] --out F   export the op list of one or every rank (JSON)\n"
     "  collective --cluster C --op OP ... nccl-tests-like sweep of one collective (NCCL model)\n"
     "  validate-published [--cases F]     simulate published runs, predicted vs measured\n"
+    "  sweep    [SCENARIO.json] --vary ..  cross product of keys to CSV/JSON (mpirun splits)\n"
+    "  search   --model M --cluster C ... fastest tp/pp/dp/ZeRO/micro-batch layout, ranked\n"
     "  list     models|clusters|keys      what the scenario can name\n"
     "  bench                              engine speed at DP = 8 .. 4096 (events/s)\n"
     "\n"
@@ -42,9 +45,11 @@ int main(int argc, char** argv) {
     if (command == "collective") return zerosim::run_collective_command(args);
     if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
     if (command == "bench") return zerosim::cli::cmd_bench(args);
+    if (command == "sweep") return zerosim::cli::cmd_sweep(args);
+    if (command == "search") return zerosim::cli::cmd_search(args);
     std::cerr << "zerosim: error: unknown command '" << command << "'"
-              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "collective", "validate-published", "list", "bench"})
-              << "; commands: simulate, memory, plan, collective, validate-published, list, bench\n";
+              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "collective", "validate-published", "list", "bench", "sweep", "search"})
+              << "; commands: simulate, memory, plan, collective, validate-published, list, bench, sweep, search\n";
     return 2;
   } catch (const zerosim::InputError& e) {
     std::cerr << "zerosim: error: " << e.what() << "\n";

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-const char* kFile = ZEROSIM_SOURCE_DIR "/../shared/validation/collectives.json";
+const char* kFile = ZEROSIM_SOURCE_DIR "/validate/measurements/collectives.json";
 
 TEST(ncclValidation, PublishedCollectivesWithinBounds) {
   std::ifstream f(kFile);

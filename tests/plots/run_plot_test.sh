@@ -9,7 +9,7 @@ set -euo pipefail
 
 plot=$1 zerosim=$2 src=$3 work=$4 py=${5:-/usr/bin/python3}
 plots=$src/plots
-shared=$src/../shared/validation
+shared=$src/validate/measurements
 
 if ! "$py" -c 'import matplotlib' 2>/dev/null; then
   echo "SKIP: $py cannot import matplotlib (install python3-matplotlib: scripts/install-deps.sh)"
