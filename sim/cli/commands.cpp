@@ -98,8 +98,20 @@ po::options_description scenario_options(ScenarioFlags& f) {
 }
 
 json scenario_document(const ScenarioFlags& f) {
-  json doc = f.scenario_file.empty() ? default_scenario_document()
-                                     : read_json_file(f.scenario_file, "scenario");
+  // Without a scenario file: the built-in default scenario when nothing names the workload;
+  // once --model, --cluster or --deepspeed does, the registry's defaults (data parallel only)
+  // under those flags, so that the flags describe the run instead of editing GPT-3's.
+  json doc;
+  if (!f.scenario_file.empty()) {
+    doc = read_json_file(f.scenario_file, "scenario");
+  } else if (f.model.empty() && f.cluster.empty() && f.deepspeed.empty()) {
+    doc = default_scenario_document();
+  } else {
+    doc = json::object();
+    for (const KeySpec& k : scenario_keys()) {
+      if (k.path == "cluster") doc["cluster"] = k.default_value;  // flags edit its fields
+    }
+  }
   if (!doc.is_object()) throw InputError("scenario", "a scenario must be a JSON object");
   if (!f.deepspeed.empty()) {
     apply_deepspeed_config(doc, read_json_file(f.deepspeed, "--deepspeed"), f.deepspeed);
