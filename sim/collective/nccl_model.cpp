@@ -126,18 +126,7 @@ CollectiveKind parse_collective(const std::string& text, const std::string& key_
                                  "; expected one of: " + join_list(names));
 }
 
-const char* collective_cli_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::Reduce: return "reduce";
-    case CollectiveKind::AllToAll: return "all_to_all";
-    case CollectiveKind::SendRecv: return "send_recv";
-  }
-  return "?";
-}
+const char* collective_cli_name(CollectiveKind kind) { return collective_name(kind); }
 
 Algo parse_algo(const std::string& text, const std::string& key_path) {
   const std::string t = lower(text);

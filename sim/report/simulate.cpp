@@ -83,38 +83,25 @@ OpId releaser(const Plan& plan, const EngineResult& r, OpId op) {
 
 }  // namespace
 
-std::array<double, 3> bytes_sent_by_rank0(const TrainingPlan& tp) {
+Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp) {
   const Plan& plan = tp.plan;
-  std::array<double, 3> out{};
+  Rank0Bytes out;
   for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
     const Op& op = plan.ops[id];
     if (op.kind != OpKind::Collective) continue;
     const Collective& c = plan.collectives[op.work];
     // A pipeline transfer is sent by its first member only.
     if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
-    out[static_cast<int>(tp.group_kind[c.group])] +=
-        ring_bytes_sent(c.kind, plan.cost_size(c.group), c.bytes);
-  }
-  return out;
-}
-
-// The share of rank 0's bytes that leaves its node: a ring over n ranks spread k per node
-// crosses nodes on n/k of its n edges; a send/recv crosses when its two ends are on two nodes.
-std::array<double, 3> internode_bytes_by_rank0(const Scenario& s, const TrainingPlan& tp) {
-  const Plan& plan = tp.plan;
-  std::array<double, 3> out{};
-  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
-    const Op& op = plan.ops[id];
-    if (op.kind != OpKind::Collective) continue;
-    const Collective& c = plan.collectives[op.work];
-    if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
     const int n = plan.cost_size(c.group);
+    const int kind = static_cast<int>(tp.group_kind[c.group]);
+    const double sent = ring_bytes_sent(c.kind, n, c.bytes);
+    out.sent[kind] += sent;
+    // A ring over n ranks, k of them per node, crosses nodes on n/k of its n edges, so 1/k of
+    // what a rank sends leaves its node; a send/recv between two nodes leaves it whole.
     int per_node = 0;
     bool inter = false;
-    group_placement(s.cluster, plan.cost_members(c.group), n, per_node, inter);
-    if (!inter) continue;
-    const double share = c.kind == CollectiveKind::SendRecv ? 1.0 : 1.0 / per_node;
-    out[static_cast<int>(tp.group_kind[c.group])] += share * ring_bytes_sent(c.kind, n, c.bytes);
+    group_placement(cluster, plan.cost_members(c.group), n, per_node, inter);
+    if (inter) out.internode[kind] += c.kind == CollectiveKind::SendRecv ? sent : sent / per_node;
   }
   return out;
 }
@@ -214,8 +201,9 @@ Simulation simulate_step(const Scenario& s) {
   rep.tflops_per_gpu = model_flops / rep.step_time_s / s.num_gpus() / 1e12;
   rep.mfu = rep.tflops_per_gpu / s.cluster.gpu.peak_tflops(s.training.precision);
 
-  rep.comm_bytes_per_gpu = bytes_sent_by_rank0(sim.plan);
-  rep.internode_bytes_per_gpu = internode_bytes_by_rank0(s, sim.plan);
+  const Rank0Bytes bytes = bytes_of_rank0(s.cluster, sim.plan);
+  rep.comm_bytes_per_gpu = bytes.sent;
+  rep.internode_bytes_per_gpu = bytes.internode;
   rep.breakdown = breakdown_of_rank(sim.plan, r, 0);
   // The same split with ZeRO-1: what the PP + ZeRO-2/3 conflict multiplies.
   if (s.zero.stage == 1) {
@@ -224,7 +212,7 @@ Simulation simulate_step(const Scenario& s) {
     Scenario z1 = s;
     z1.zero.stage = 1;
     z1.zero.overlap_comm = false;
-    rep.dp_bytes_zero1 = bytes_sent_by_rank0(build_training_plan(z1, true))[0];
+    rep.dp_bytes_zero1 = bytes_of_rank0(s.cluster, build_training_plan(z1, true)).sent[0];
   }
   fill_memory(s, plan, r, rep, plan.num_ranks / s.parallel.pp);
   check_fits(s, rep);

@@ -52,9 +52,12 @@ Simulation simulate_step(const Scenario& s);
 
 StepBreakdown breakdown_of_rank(const TrainingPlan& plan, const EngineResult& r, int rank);
 
-// Bytes rank 0 sends in one step by group kind, and the part of them that crosses nodes.
-std::array<double, 3> bytes_sent_by_rank0(const TrainingPlan& tp);
-std::array<double, 3> internode_bytes_by_rank0(const Scenario& s, const TrainingPlan& tp);
+// Bytes rank 0 sends in one step by group kind (dp, tp, pp), and the part of them that leaves
+// its node.
+struct Rank0Bytes {
+  std::array<double, 3> sent{}, internode{};
+};
+Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp);
 
 // Memory only: replays the allocations of one data-parallel replica in plan order.
 StepReport memory_report(const Scenario& s);

@@ -137,7 +137,7 @@ TEST(parallelTensor, SequenceParallelMovesTheSameBytes) {
                 {"parallel", {{"tp", 4}, {"sequence_parallel", sp}}},
                 {"sim", {{"allow_oom", true}}}};
     Scenario s = resolve_scenario(doc);
-    return bytes_sent_by_rank0(build_training_plan(s, true))[1];
+    return bytes_of_rank0(s.cluster, build_training_plan(s, true)).sent[1];
   };
   EXPECT_DOUBLE_EQ(tp_bytes(true), tp_bytes(false));
 }
@@ -152,7 +152,7 @@ TEST(parallelPipeline, ZeroTwoUnderPipelineMultipliesDpBytes) {
       doc["cluster"]["num_gpus"] = 16;  // dp = 4
       doc["zero"] = {{"stage", stage}, {"use_multi_rank_bucket_allreduce", false}};
       Scenario s = resolve_scenario(doc);
-      return bytes_sent_by_rank0(build_training_plan(s, true))[0];
+      return bytes_of_rank0(s.cluster, build_training_plan(s, true)).sent[0];
     };
     EXPECT_NEAR(dp_bytes(2) / dp_bytes(1), (m + 1) / 2.0, 1e-12) << "m " << m;
   }
