@@ -103,6 +103,21 @@ FlowComm::FlowComm(const ClusterSpec& cluster, FlowCommOptions options,
   for (const TopoLink& l : topo_.links()) net_.add_link(l.bandwidth);
 }
 
+void FlowComm::scale_node_nics(int node, double factor) {
+  const TopoGraph& g = topo_.graph();
+  for (LinkId id = 0; id < topo_.num_links(); ++id) {
+    const TopoLink& l = topo_.link(id);
+    const TopoVertex& a = g[l.src];
+    const TopoVertex& b = g[l.dst];
+    const bool a_nic = a.kind == VertexKind::Nic && a.node == node;
+    const bool b_nic = b.kind == VertexKind::Nic && b.node == node;
+    // The NIC's fabric side: to or from a leaf (or switch), not its PCIe side.
+    if ((a_nic && b.node < 0) || (b_nic && a.node < 0)) {
+      net_.set_link_capacity(0, id, l.bandwidth * factor);
+    }
+  }
+}
+
 void FlowComm::bind(const Plan& plan) {
   if (in_flight_ != 0) {
     throw std::logic_error("FlowComm: a new plan started while collectives are in flight");

@@ -145,6 +145,10 @@ class FlowComm : public CommBackend {
   // Link use from time 0 to `makespan` (>= the last event; the engine's makespan). O(links).
   LinkReport link_report(SimTime makespan) const;
 
+  // A degraded node: every link between one of its NICs and the fabric runs at `factor` of its
+  // bandwidth, in both directions. Call before the first collective.
+  void scale_node_nics(int node, double factor);
+
   // For tests and reports: the same model and topology give NcclAnalyticalComm(model(),
   // &topology()) the closed form this backend agrees with on an idle network.
   const Topology& topology() const { return topo_; }

@@ -54,6 +54,12 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   flash_ = flash_attention_efficiency(gpu);
   layer_ = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
                               s.parallel.sequence_parallel, s.training.flash_attention);
+  if (!s.whatif.slow_ranks.empty()) {
+    slow_rank_.assign(static_cast<std::size_t>(plan.plan.num_ranks), false);
+    for (int r : s.whatif.slow_ranks) {
+      if (r < plan.plan.num_ranks) slow_rank_[r] = true;
+    }
+  }
   seconds_.resize(plan.works.size());
   picos_.resize(plan.works.size());
   for (std::size_t w = 0; w < plan.works.size(); ++w) {
@@ -71,7 +77,12 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
 }
 
 SimTime ComputeCost::duration(const Plan& plan, OpId op) {
-  return picos_[static_cast<std::size_t>(plan.ops[op].work)];
+  const Op& o = plan.ops[op];
+  const SimTime t = picos_[static_cast<std::size_t>(o.work)];
+  if (!slow_rank_.empty() && slow_rank_[o.rank]) {
+    return static_cast<SimTime>(static_cast<double>(t) * s_.whatif.slowdown);
+  }
+  return t;
 }
 
 double ComputeCost::gemm_seconds(const Gemm& g) const {

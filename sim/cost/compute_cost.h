@@ -51,6 +51,7 @@ class ComputeCost : public ComputeModel {
   LayerWork layer_;
   std::vector<double> seconds_;
   std::vector<SimTime> picos_;
+  std::vector<bool> slow_rank_;  // what-if stragglers, by plan rank (== cluster rank: unfolded)
 };
 
 }  // namespace zerosim

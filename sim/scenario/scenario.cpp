@@ -1,5 +1,6 @@
 #include "sim/scenario/scenario.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -85,6 +86,14 @@ const std::vector<KeySpec>& registry() {
       {"sim.ranks", "enum", "folded", {"folded", "all"},
        "folded: simulate one data-parallel replica, which stands for all (exact when replicas "
        "cannot contend, as with the analytical network); all: every rank"},
+      {"whatif.slow_ranks", "ranks", json::array(), {},
+       "cluster ranks whose GPUs are slower (stragglers), e.g. [3] or \"0,17\""},
+      {"whatif.slowdown", "number", 1.0, {},
+       "how much longer their compute takes: 1.25 = 25 % slower (>= 1)"},
+      {"whatif.nic_bandwidth_factor", "number", 1.0, {},
+       "scale of every NIC's bandwidth on the degraded nodes, 0 < f <= 1"},
+      {"whatif.degraded_nodes", "ranks", json::array(), {},
+       "nodes whose NICs run at nic_bandwidth_factor (a degraded or flapping link)"},
       {"sim.allow_oom", "bool", false, {},
        "simulate even when the peak memory exceeds the GPU's (the report says it does not fit)"},
   };
@@ -213,6 +222,54 @@ class Reader {
                                  v.dump());
     }
     return static_cast<std::int64_t>(d);
+  }
+  double number(const std::string& path, double min, double max) const {
+    const json& v = raw(path);
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      throw InputError(path, "expected a number, got " + v.dump());
+    }
+    const double d = v.get<double>();
+    if (d < min || d > max) {
+      throw InputError(path, "must be between " + std::to_string(min) + " and " +
+                                 std::to_string(max) + ", got " + v.dump());
+    }
+    return d;
+  }
+  // A list of non-negative integers: a JSON array, or a comma-separated string from --set.
+  std::vector<int> ranks(const std::string& path, int limit) const {
+    const json& v = raw(path);
+    std::vector<int> out;
+    auto add = [&](double d) {
+      if (!(d >= 0 && d < limit && d == std::floor(d))) {
+        throw InputError(path, "each entry must be an integer from 0 to " +
+                                   std::to_string(limit - 1) + ", got " + json(d).dump());
+      }
+      out.push_back(static_cast<int>(d));
+    };
+    if (v.is_array()) {
+      for (const json& e : v) {
+        if (!e.is_number()) throw InputError(path, "expected integers, got " + e.dump());
+        add(e.get<double>());
+      }
+    } else if (v.is_number()) {
+      add(v.get<double>());
+    } else if (v.is_string()) {
+      std::stringstream in(v.get<std::string>());
+      std::string item;
+      while (std::getline(in, item, ',')) {
+        char* end = nullptr;
+        double d = std::strtod(item.c_str(), &end);
+        if (item.empty() || *end != '\0') {
+          throw InputError(path, "expected integers separated by commas, got " + v.dump());
+        }
+        add(d);
+      }
+    } else {
+      throw InputError(path, "expected a list of integers, got " + v.dump());
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
   }
   bool boolean(const std::string& path) const {
     const json& v = raw(path);
@@ -503,6 +560,13 @@ Scenario resolve_scenario(const json& doc) {
   in.choice("sim.granularity");
   s.sim.allow_oom = in.boolean("sim.allow_oom");
   s.sim.folded = in.choice("sim.ranks") == "folded";
+  WhatIf& w = s.whatif;
+  w.slow_ranks = in.ranks("whatif.slow_ranks", gpus);
+  w.slowdown = in.number("whatif.slowdown", 1.0, 1e6);
+  w.degraded_nodes = in.ranks("whatif.degraded_nodes", s.cluster.nodes);
+  w.nic_bandwidth_factor = in.number("whatif.nic_bandwidth_factor", 1e-6, 1.0);
+  // A straggler or a degraded node breaks the symmetry that folding relies on.
+  if (!w.slow_ranks.empty() || !w.degraded_nodes.empty()) s.sim.folded = false;
 
   json r;
   r["model"] = model_to_json(m);
@@ -539,6 +603,9 @@ Scenario resolve_scenario(const json& doc) {
                {"offload_param", {{"device", device(z.offload_param)}}}};
   r["sim"] = {{"network", network}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
               {"ranks", s.sim.folded ? "folded" : "all"}};
+  r["whatif"] = {{"slow_ranks", w.slow_ranks}, {"slowdown", w.slowdown},
+                 {"degraded_nodes", w.degraded_nodes},
+                 {"nic_bandwidth_factor", w.nic_bandwidth_factor}};
   s.resolved = std::move(r);
   return s;
 }

@@ -66,6 +66,15 @@ struct SimConfig {
   bool folded = true;      // one data-parallel replica stands for all (exact without contention)
 };
 
+// What-if modifiers: a slower GPU at given ranks, degraded NICs on given nodes. Either turns
+// folding off (the replicas are no longer alike).
+struct WhatIf {
+  std::vector<int> slow_ranks;     // cluster ranks
+  double slowdown = 1.0;           // their compute takes this much longer
+  std::vector<int> degraded_nodes;
+  double nic_bandwidth_factor = 1.0;
+};
+
 struct Scenario {
   ModelSpec model;
   ClusterSpec cluster;
@@ -73,6 +82,7 @@ struct Scenario {
   ParallelConfig parallel;
   ZeroConfig zero;
   SimConfig sim;
+  WhatIf whatif;
   nlohmann::json resolved;  // the full document, defaults included
 
   int num_gpus() const { return cluster.num_gpus(); }

@@ -1,0 +1,150 @@
+#include "sim/explore/explore_commands.h"
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "sim/core/error.h"
+#include "sim/explore/pool.h"
+#include "sim/explore/search.h"
+#include "sim/explore/sweep.h"
+#include "sim/explore/sweep_mpi.h"
+
+namespace zerosim::cli {
+namespace po = boost::program_options;
+using json = nlohmann::json;
+
+namespace {
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& d,
+                        const po::positional_options_description& pos) {
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int checked_jobs(int jobs) {
+  if (jobs == 0) return explore::default_jobs();
+  if (jobs < 0) throw InputError("--jobs", "must be at least 1, got " + std::to_string(jobs));
+  return jobs;
+}
+
+}  // namespace
+
+int cmd_sweep(const std::vector<std::string>& args) {
+  std::string scenario_file, out_file;
+  std::vector<std::string> vary_flags, sets;
+  int jobs = 0;
+  bool help = false;
+  po::options_description all("sweep");
+  all.add_options()("vary", po::value(&vary_flags)->composing(),
+                    "KEY=V1,V2,... a scenario key and its values (repeatable; the cross "
+                    "product, the last --vary varying fastest)")(
+      "set", po::value(&sets)->composing(), "KEY=VALUE for every point (repeatable)")(
+      "jobs,j", po::value(&jobs), "threads (default: the hardware's)")(
+      "out", po::value(&out_file), "FILE.csv or FILE.json (- = CSV on stdout)")(
+      "help,h", po::bool_switch(&help), "this help");
+  po::options_description hidden;
+  hidden.add_options()("scenario", po::value(&scenario_file), "scenario JSON file");
+  po::options_description cmdline;
+  cmdline.add(all).add(hidden);
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  parse(args, cmdline, pos);
+  if (help) {
+    std::cout << "usage: zerosim sweep [SCENARIO.json] --vary KEY=V1,V2,... [--vary ...] "
+                 "[--set K=V ...] [--jobs N] --out FILE.csv|FILE.json\n"
+                 "Under `mpirun -np N` the points are split over the ranks; rank 0 writes.\n\n"
+              << all;
+    return 0;
+  }
+  if (out_file.empty()) throw InputError("--out", "required: FILE.csv or FILE.json (- = stdout)");
+  const bool as_json = ends_with(out_file, ".json");
+  if (!as_json && !ends_with(out_file, ".csv") && out_file != "-") {
+    throw InputError("--out", "must end in .csv or .json, got '" + out_file + "'");
+  }
+  if (vary_flags.empty()) throw InputError("--vary", "required: at least one KEY=V1,V2,...");
+  const std::vector<explore::VariedKey> vary = explore::parse_vary(vary_flags);
+  const json base = explore::sweep_base_document(scenario_file, sets);
+  jobs = checked_jobs(jobs);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  explore::DistributedRows result = explore::run_sweep_distributed(base, vary, jobs, true);
+  if (result.rank != 0) return 0;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string text = as_json ? explore::sweep_json(vary, result.rows).dump(2) + "\n"
+                                   : explore::sweep_csv(vary, result.rows);
+  explore::write_file_atomic(out_file, text, "--out");
+  if (out_file != "-") {
+    std::size_t failed = 0, oom = 0;
+    for (const auto& r : result.rows) {
+      if (!r.ok) ++failed;
+      else if (!r.fits_in_memory) ++oom;
+    }
+    std::printf("sweep: %zu points (%zu infeasible, %zu do not fit) in %.2f s (%.1f points/s, "
+                "%d rank%s x %d threads) -> %s\n",
+                result.rows.size(), failed, oom, wall,
+                wall > 0 ? static_cast<double>(result.rows.size()) / wall : 0.0, result.size,
+                result.size == 1 ? "" : "s", jobs, out_file.c_str());
+  }
+  return 0;
+}
+
+int cmd_search(const std::vector<std::string>& args) {
+  explore::SearchOptions o;
+  std::string zero_list, json_out;
+  long long gbs = 1024;
+  int top = 10, jobs = 0;
+  bool help = false;
+  po::options_description all("search");
+  all.add_options()("model", po::value(&o.model), "model preset or HF config.json path")(
+      "cluster", po::value(&o.cluster), "cluster preset")(
+      "nodes", po::value(&o.nodes), "number of nodes")(
+      "gbs", po::value(&gbs), "global batch size in sequences (default 1024)")(
+      "top", po::value(&top), "configurations to print (default 10)")(
+      "zero-stages", po::value(&zero_list), "ZeRO stages to try, e.g. 1,2 (default 0,1,2,3)")(
+      "set", po::value(&o.sets)->composing(), "KEY=VALUE for every candidate (repeatable)")(
+      "jobs,j", po::value(&jobs), "threads (default: the hardware's)")(
+      "json", po::value(&json_out), "write the top configurations as JSON to FILE (- = stdout)")(
+      "help,h", po::bool_switch(&help), "this help");
+  po::variables_map vm = parse(args, all, {});
+  if (help) {
+    std::cout << "usage: zerosim search --model M --cluster C --nodes N [--gbs B] [--top K] "
+                 "[--zero-stages 0,1,2,3] [--json FILE]\n\n"
+              << all;
+    return 0;
+  }
+  if (!vm.count("nodes")) throw InputError("--nodes", "required: the number of nodes");
+  if (top < 1) throw InputError("--top", "must be at least 1, got " + std::to_string(top));
+  o.global_batch_size = gbs;
+  if (!zero_list.empty()) {
+    o.zero_stages.clear();
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = zero_list.find(',', start);
+      const std::string item = zero_list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item.size() != 1 || item[0] < '0' || item[0] > '3') {
+        throw InputError("--zero-stages", "allowed: 0, 1, 2, 3 separated by commas; got '" + zero_list + "'");
+      }
+      o.zero_stages.push_back(item[0] - '0');
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  o.jobs = checked_jobs(jobs);
+  o.progress = true;
+  const explore::SearchOutcome out = explore::run_search(o);
+  if (!json_out.empty()) {
+    explore::write_file_atomic(json_out, explore::search_json(o, out, top).dump(2) + "\n", "--json");
+  }
+  if (json_out != "-") std::cout << explore::search_text(o, out, top);
+  return 0;
+}
+
+}  // namespace zerosim::cli

@@ -1,0 +1,127 @@
+#include "sim/explore/pool.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "sim/core/error.h"
+
+namespace zerosim::explore {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+int default_jobs() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn,
+                  const std::function<void(std::size_t)>& on_progress) {
+  if (n == 0) {
+    if (on_progress) on_progress(0);
+    return;
+  }
+  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (;;) {
+      if (failed.load()) return;
+      const std::size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+      done.fetch_add(1);
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, jobs)));
+  std::vector<std::thread> pool;
+  pool.reserve(threads);
+  for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  if (on_progress) {
+    while (done.load() < n && !failed.load()) {
+      on_progress(done.load());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  if (on_progress) on_progress(done.load());
+}
+
+Progress::Progress(std::size_t total, const char* what)
+    : total_(total), what_(what), enabled_(::isatty(STDERR_FILENO) == 1), start_s_(now_s()) {}
+
+void Progress::update(std::size_t done) {
+  if (!enabled_) return;
+  const double elapsed = now_s() - start_s_;
+  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
+  char eta[32] = "--";
+  if (rate > 0 && done < total_) {
+    std::snprintf(eta, sizeof eta, "%.0f s", static_cast<double>(total_ - done) / rate);
+  } else if (done >= total_) {
+    std::snprintf(eta, sizeof eta, "0 s");
+  }
+  const int width = 30;
+  const int filled = total_ ? static_cast<int>(width * done / total_) : width;
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.resize(width, '.');
+  std::fprintf(stderr, "\r  %s [%s] %zu/%zu  %.1f/s  ETA %s   ", what_, bar.c_str(), done, total_,
+               rate, eta);
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void Progress::finish() {
+  if (enabled_ && shown_) {
+    std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+  shown_ = false;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text, const std::string& flag) {
+  if (path == "-") {
+    std::cout << text << std::flush;
+    return;
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw InputError(flag, "cannot write '" + path + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw InputError(flag, "cannot write '" + path + "'");
+  }
+}
+
+}  // namespace zerosim::explore
