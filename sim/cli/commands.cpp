@@ -67,7 +67,8 @@ class PendingOutput {
 constexpr long long kUnset = -(1LL << 62);
 
 struct ScenarioFlags {
-  std::string scenario_file, model, cluster, deepspeed, precision, recompute, framework;
+  std::string scenario_file, model, cluster, deepspeed, calibration, precision, recompute,
+      framework;
   long long nodes = kUnset, num_gpus = kUnset, zero = kUnset, tp = kUnset, pp = kUnset,
             dp = kUnset, mbs = kUnset, gbs = kUnset, gas = kUnset;
   std::vector<std::string> sets;
@@ -92,6 +93,8 @@ po::options_description scenario_options(ScenarioFlags& f) {
       ("recompute", po::value(&f.recompute), "none, selective or full (sets parallel.recompute)")
       ("framework", po::value(&f.framework), "deepspeed, megatron, fsdp or nanotron")
       ("deepspeed", po::value(&f.deepspeed), "a DeepSpeed ds_config.json to read")
+      ("calibration", po::value(&f.calibration),
+       "a calibration.json from zerosim-validate bench (measured GEMM, HBM, Adam rates)")
       ("set", po::value(&f.sets)->composing(), "KEY=VALUE for any scenario key (repeatable)")
       ("allow-oom", po::bool_switch(&f.allow_oom), "simulate even if the step does not fit");
   return d;
@@ -143,6 +146,9 @@ json scenario_document(const ScenarioFlags& f) {
   if (f.zero != kUnset) set("zero.stage", f.zero);
   // Batch flags win over the document's batch keys: the accumulation steps (then the global
   // batch) that the flags did not give are dropped so that DeepSpeed's rule derives them anew.
+  if (!f.calibration.empty()) {
+    apply_calibration(doc, read_json_file(f.calibration, "--calibration"), f.calibration);
+  }
   auto given = [](long long v) { return v != kUnset; };
   if (given(f.mbs) || given(f.gbs) || given(f.gas)) {
     json& t = doc["training"];

@@ -66,7 +66,10 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
     const Work& work = plan.works[w];
     double t;
     if (work.kind == WorkKind::OptimizerStep) {
-      t = static_cast<double>(work.elements) * c_.optimizer_bytes_per_param / hbm_bytes_per_s_ +
+      t = (s.sim.adam_params_per_s > 0
+               ? static_cast<double>(work.elements) / s.sim.adam_params_per_s
+               : static_cast<double>(work.elements) * c_.optimizer_bytes_per_param /
+                     hbm_bytes_per_s_) +
           c_.kernel_overhead_s * 4;
     } else {
       t = block_seconds(work.kind);

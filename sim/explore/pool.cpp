@@ -61,7 +61,7 @@ void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)
   if (on_progress) {
     while (done.load() < n && !failed.load()) {
       on_progress(done.load());
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
   for (auto& t : pool) t.join();

@@ -2,7 +2,7 @@
 // A small fixed thread pool for independent work items: parallel_for(n, jobs, fn) calls fn(i)
 // once for every i in [0, n) on `jobs` threads, handing out indices in increasing order. Each
 // item writes its own result slot, so results do not depend on the number of threads. While the
-// workers run, the calling thread calls `on_progress(done)` about every 200 ms (and once at the
+// workers run, the calling thread calls `on_progress(done)` about every 50 ms (and once at the
 // end) when given. The first exception an item throws is rethrown after every thread joined
 // (items not yet started are skipped).
 #include <cstddef>

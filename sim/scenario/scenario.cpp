@@ -94,6 +94,8 @@ const std::vector<KeySpec>& registry() {
        "scale of every NIC's bandwidth on the degraded nodes, 0 < f <= 1"},
       {"whatif.degraded_nodes", "ranks", json::array(), {},
        "nodes whose NICs run at nic_bandwidth_factor (a degraded or flapping link)"},
+      {"sim.adam_params_per_s", "number", nullptr, {},
+       "measured optimizer rate per GPU (from --calibration); default: HBM bandwidth / 34 B"},
       {"sim.allow_oom", "bool", false, {},
        "simulate even when the peak memory exceeds the GPU's (the report says it does not fit)"},
   };
@@ -560,6 +562,9 @@ Scenario resolve_scenario(const json& doc) {
   in.choice("sim.granularity");
   s.sim.allow_oom = in.boolean("sim.allow_oom");
   s.sim.folded = in.choice("sim.ranks") == "folded";
+  if (in.has("sim.adam_params_per_s")) {
+    s.sim.adam_params_per_s = in.number("sim.adam_params_per_s", 1e3, 1e15);
+  }
   WhatIf& w = s.whatif;
   w.slow_ranks = in.ranks("whatif.slow_ranks", gpus);
   w.slowdown = in.number("whatif.slowdown", 1.0, 1e6);
@@ -603,6 +608,7 @@ Scenario resolve_scenario(const json& doc) {
                {"offload_param", {{"device", device(z.offload_param)}}}};
   r["sim"] = {{"network", network}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
               {"ranks", s.sim.folded ? "folded" : "all"}};
+  if (s.sim.adam_params_per_s > 0) r["sim"]["adam_params_per_s"] = s.sim.adam_params_per_s;
   r["whatif"] = {{"slow_ranks", w.slow_ranks}, {"slowdown", w.slowdown},
                  {"degraded_nodes", w.degraded_nodes},
                  {"nic_bandwidth_factor", w.nic_bandwidth_factor}};

@@ -64,6 +64,7 @@ struct SimConfig {
   bool layer_granularity = true;
   bool allow_oom = false;  // simulate a step that does not fit (the report says so)
   bool folded = true;      // one data-parallel replica stands for all (exact without contention)
+  double adam_params_per_s = 0;  // measured optimizer rate (calibration); 0 = from HBM bandwidth
 };
 
 // What-if modifiers: a slower GPU at given ranks, degraded NICs on given nodes. Either turns
@@ -113,6 +114,12 @@ void apply_setting(nlohmann::json& doc, const std::string& assignment);
 // Face integration does). `model_hint` gives hidden_size for the "auto" bucket sizes.
 void apply_deepspeed_config(nlohmann::json& doc, const nlohmann::json& ds_config,
                             const std::string& origin);
+
+// Measured rates from `zerosim-validate bench` (format "zerosim-calibration/1") as scenario
+// keys: the best GEMM of the training precision as cluster.gpu.gemm_efficiency, the HBM copy
+// rate as cluster.gpu.hbm_efficiency, the Adam kernel as sim.adam_params_per_s.
+void apply_calibration(nlohmann::json& doc, const nlohmann::json& calibration,
+                       const std::string& origin);
 
 // Checks every key and every cross-key constraint; throws InputError naming the key path.
 Scenario resolve_scenario(const nlohmann::json& doc);
