@@ -1,0 +1,281 @@
+// zerosim sweep / search: point order, determinism across threads, kept infeasible points, CSV,
+// the search ranking, and the command's flag errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/explore/search.h"
+#include "sim/explore/sweep.h"
+
+namespace zerosim::explore {
+namespace {
+using json = nlohmann::json;
+
+const std::string kScenario = std::string(ZEROSIM_SOURCE_DIR) + "/tests/explore/small.json";
+
+std::vector<std::size_t> all_points(const std::vector<VariedKey>& vary) {
+  std::vector<std::size_t> idx(point_count(vary));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  return idx;
+}
+
+// RFC 4180 CSV: quoted fields may hold commas, quotes ("") and newlines.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, in_row = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    in_row = true;
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(field);
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(field);
+      field.clear();
+      rows.push_back(row);
+      row.clear();
+      in_row = false;
+    } else {
+      field += c;
+    }
+  }
+  EXPECT_FALSE(quoted) << "unterminated quote";
+  EXPECT_FALSE(in_row) << "last line without newline";
+  return rows;
+}
+
+TEST(Sweep, CrossProductSizeAndOrderLastVariesFastest) {
+  auto vary = parse_vary({"zero.stage=1,2", "training.micro_batch_size=1,2,4"});
+  ASSERT_EQ(point_count(vary), 6u);
+  const std::vector<std::vector<std::string>> expected = {
+      {"1", "1"}, {"1", "2"}, {"1", "4"}, {"2", "1"}, {"2", "2"}, {"2", "4"}};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(point_values(vary, i), expected[i]) << i;
+  const json base = sweep_base_document(kScenario, {});
+  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  ASSERT_EQ(rows.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(rows[i].values, expected[i]);
+    EXPECT_TRUE(rows[i].ok) << rows[i].error;
+  }
+  // Bigger micro-batches at the same global batch run fewer, larger steps: peak memory grows.
+  EXPECT_LT(rows[0].peak_memory_bytes, rows[2].peak_memory_bytes);
+}
+
+TEST(Sweep, RowsIdenticalForOneAndFourThreads) {
+  auto vary = parse_vary({"zero.stage=0,1,2,3", "training.micro_batch_size=1,2",
+                          "cluster.nic_bandwidth=200Gbps,400Gbps", "parallel.tp=1,2,3"});
+  const json base = sweep_base_document(kScenario, {});
+  const auto idx = all_points(vary);
+  const std::string one = sweep_csv(vary, run_points(base, vary, idx, 1, false));
+  const std::string four = sweep_csv(vary, run_points(base, vary, idx, 4, false));
+  EXPECT_EQ(one, four);
+  EXPECT_EQ(sweep_json(vary, run_points(base, vary, idx, 3, false)).dump(),
+            sweep_json(vary, rows_from_json(rows_to_json(run_points(base, vary, idx, 1, false))))
+                .dump());
+}
+
+TEST(Sweep, InfeasiblePointKeptWithReasonAndOomPointSimulated) {
+  auto vary = parse_vary({"parallel.tp=1,3", "zero.stage=0,3"});
+  const json base = sweep_base_document(kScenario, {"training.micro_batch_size=2"});
+  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  ASSERT_EQ(rows.size(), 4u);
+  // tp = 3 does not divide the 8 GPUs: kept, with the reason.
+  for (std::size_t i : {2u, 3u}) {
+    EXPECT_FALSE(rows[i].ok);
+    EXPECT_NE(rows[i].error.find("tp x pp"), std::string::npos) << rows[i].error;
+  }
+  // ZeRO-0 of a 7B model on 80 GB GPUs does not fit: simulated anyway, marked.
+  EXPECT_TRUE(rows[0].ok) << rows[0].error;
+  EXPECT_FALSE(rows[0].fits_in_memory);
+  EXPECT_GT(rows[0].step_time_s, 0);
+  EXPECT_TRUE(rows[1].ok) << rows[1].error;
+  EXPECT_TRUE(rows[1].fits_in_memory);
+}
+
+TEST(Sweep, CsvParsesWithOneFieldPerColumn) {
+  auto vary = parse_vary({"parallel.tp=1,3", "training.micro_batch_size=1,2"});
+  const json base = sweep_base_document(kScenario, {});
+  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  const auto table = parse_csv(sweep_csv(vary, rows));
+  ASSERT_EQ(table.size(), 5u);
+  std::vector<std::string> header = {"parallel.tp", "training.micro_batch_size"};
+  for (const auto& c : sweep_metric_columns()) header.push_back(c);
+  EXPECT_EQ(table[0], header);
+  for (std::size_t r = 1; r < table.size(); ++r) {
+    ASSERT_EQ(table[r].size(), header.size()) << r;
+    const bool ok = table[r][0] == "1";
+    EXPECT_EQ(table[r].back().empty(), ok);
+    if (ok) {
+      EXPECT_GT(std::stod(table[r][2]), 0);                   // step_time_s
+      EXPECT_DOUBLE_EQ(std::stod(table[r][2]), rows[r - 1].step_time_s);  // round-trips
+      EXPECT_EQ(std::stoll(table[r][6]), rows[r - 1].peak_memory_bytes);
+      EXPECT_TRUE(table[r][7] == "true" || table[r][7] == "false");
+    } else {
+      EXPECT_EQ(table[r].back(), rows[r - 1].error);  // quoted if it holds commas
+      EXPECT_EQ(table[r][2], "");
+    }
+  }
+}
+
+TEST(Sweep, BadVaryFlagsNameTheFlag) {
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{{"zero.stag=1,2"}, {"zero.stage"}, {"zero.stage=1,,2"},
+                                             {"zero.stage=1", "zero.stage=2"}, {"=1"}}) {
+    try {
+      parse_vary(flags);
+      ADD_FAILURE() << flags[0] << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.key_path(), "--vary") << e.what();
+    }
+  }
+  try {
+    sweep_base_document(kScenario, {"zero.nope=1"});
+    ADD_FAILURE() << "bad --set accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "--set");
+  }
+}
+
+TEST(Sweep, BatchKeysFollowDeepSpeedsRuleLikeTheFlags) {
+  // All three batch keys given: varying the micro-batch drops the accumulation steps.
+  const json base = sweep_base_document(
+      kScenario, {"training.gradient_accumulation_steps=2"});
+  auto vary = parse_vary({"training.micro_batch_size=1,2"});
+  auto doc = point_document(base, vary, 1);
+  EXPECT_FALSE(doc["training"].contains("gradient_accumulation_steps"));
+  EXPECT_EQ(doc["training"]["global_batch_size"], 64);
+  EXPECT_EQ(doc["training"]["micro_batch_size"], 2);
+  EXPECT_EQ(doc["sim"]["allow_oom"], true);
+  auto vary_gpus = parse_vary({"cluster.num_gpus=8,16"});
+  EXPECT_FALSE(point_document(base, vary_gpus, 0)["cluster"].contains("nodes"));
+}
+
+TEST(Search, RankedByTokensPerSecondAllFitting) {
+  SearchOptions o;
+  o.model = "llama2-7b";
+  o.cluster = "dgx-h100";
+  o.nodes = 1;
+  o.global_batch_size = 32;
+  o.zero_stages = {1, 3};
+  o.jobs = 2;
+  const SearchOutcome out = run_search(o);
+  EXPECT_GT(out.candidates, 0u);
+  EXPECT_EQ(out.candidates, out.invalid + out.does_not_fit + out.simulated);
+  ASSERT_EQ(out.ranked.size(), out.simulated);
+  ASSERT_GE(out.ranked.size(), 2u);
+  for (std::size_t i = 0; i < out.ranked.size(); ++i) {
+    const auto& c = out.ranked[i].config;
+    EXPECT_TRUE(out.ranked[i].report.fits_in_memory);
+    EXPECT_EQ(c.tp * c.pp * c.dp, 8);
+    EXPECT_EQ(32 % c.tp, 0);
+    EXPECT_LE(c.pp, 16);
+    EXPECT_EQ(c.mbs * c.gas * c.dp, 32);
+    if (i > 0) {
+      EXPECT_GE(out.ranked[i - 1].report.tokens_per_s, out.ranked[i].report.tokens_per_s);
+    }
+  }
+  // The explanation sorts components by |difference|.
+  const auto gap = explain_gap(out.ranked[0].report, out.ranked[1].report);
+  ASSERT_EQ(gap.size(), 7u);
+  for (std::size_t i = 1; i < gap.size(); ++i) {
+    EXPECT_GE(std::abs(gap[i - 1].diff_s()), std::abs(gap[i].diff_s()));
+  }
+  const std::string text = search_text(o, out, 5);
+  EXPECT_NE(text.find("why #1 beat #2"), std::string::npos) << text;
+  const json j = search_json(o, out, 5);
+  EXPECT_EQ(j["top"].size(), std::min<std::size_t>(5, out.ranked.size()));
+  // Same answer on one thread.
+  o.jobs = 1;
+  EXPECT_EQ(search_json(o, run_search(o), 5).dump(), j.dump());
+}
+
+// --- the binary ---------------------------------------------------------------------------
+
+struct BinRun {
+  int status;
+  std::string err;
+};
+
+BinRun run_bin(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string err_file = (dir / ("explore_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = std::string(ZEROSIM_BIN) + " " + args + " >/dev/null 2>" + err_file;
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(err_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::filesystem::remove(err_file);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+}
+
+TEST(SweepCommand, BadFlagsExitTwoNamingTheFlagAndWriteNothing) {
+  const auto out = std::filesystem::temp_directory_path() / "explore_bad.csv";
+  std::filesystem::remove(out);
+  const std::string o = " --out " + out.string();
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--vary zero.stag=1,2" + o, "--vary"},
+           {"--vary zero.stage=1,2 --out x.txt", "--out"},
+           {"--vary zero.stage=1,2 --jobs -2" + o, "--jobs"},
+           {"--vary zero.stage=1 --set nope=1" + o, "--set"},
+           {o, "--vary"},
+           {"--vary zero.stage=1", "--out"}}) {
+    BinRun r = run_bin("sweep " + kScenario + " " + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+}
+
+TEST(SweepCommand, WritesCsvAndJson) {
+  const auto dir = std::filesystem::temp_directory_path();
+  for (const char* ext : {"csv", "json"}) {
+    const auto out = dir / (std::string("explore_ok_") + std::to_string(::getpid()) + "." + ext);
+    BinRun r = run_bin("sweep " + kScenario + " --vary zero.stage=1,2 --jobs 2 --out " + out.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (std::string(ext) == "json") {
+      json j = json::parse(ss.str());
+      EXPECT_EQ(j["format"], "zerosim-sweep/1");
+      EXPECT_EQ(j["rows"].size(), 2u);
+      EXPECT_EQ(j["rows"][1]["point"]["zero.stage"], 2);
+    } else {
+      EXPECT_EQ(parse_csv(ss.str()).size(), 3u);
+    }
+    std::filesystem::remove(out);
+  }
+}
+
+TEST(SearchCommand, MissingModelIsAnInputError) {
+  BinRun r = run_bin("search --cluster dgx-h100 --nodes 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace zerosim::explore
