@@ -41,14 +41,14 @@ json conflict_json(const Scenario& s, const StepReport& r) {
           {"nic", nic}};
 }
 
-json memory_json(const StepReport& r) {
-  const auto& m = r.memory.category_max;
+json memory_json(const MemoryUsage& u) {
+  const auto& m = u.category_max;
   return json{{"params", m[static_cast<int>(MemCategory::Params)]},
               {"grads", m[static_cast<int>(MemCategory::Grads)]},
               {"optimizer_states", m[static_cast<int>(MemCategory::OptimizerStates)]},
               {"activations", m[static_cast<int>(MemCategory::Activations)]},
               {"buffers", m[static_cast<int>(MemCategory::Buffers)]},
-              {"peak", r.memory.peak}};
+              {"peak", u.peak}};
 }
 
 }  // namespace
@@ -77,7 +77,9 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
     j["fingerprint"] = fp;
     j["events"] = r.events;
   }
-  j["memory_per_gpu_bytes"] = memory_json(r);
+  j["memory_per_gpu_bytes"] = memory_json(r.memory);
+  j["memory_per_stage_bytes"] = json::array();
+  for (const MemoryUsage& u : r.memory_per_stage) j["memory_per_stage_bytes"].push_back(memory_json(u));
   j["gpu_memory_bytes"] = s.cluster.gpu.hbm_bytes;
   j["fits_in_memory"] = r.fits_in_memory;
   j["model"] = {{"params", r.params}, {"flops_per_token", model_flops_per_token(s.model)}};

@@ -87,7 +87,10 @@ void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, Ste
   }
   std::vector<MemoryUsage> usage = replay_memory(plan, r, ranks, false);
   rep.memory = {};
+  rep.memory_per_stage.assign(static_cast<std::size_t>(s.parallel.pp), MemoryUsage{});
   for (std::size_t i = 0; i < ranks.size(); ++i) {
+    MemoryUsage& stage = rep.memory_per_stage[ranks[i] / ranks_per_stage];
+    if (usage[i].peak > stage.peak) stage = usage[i];
     if (i == 0 || usage[i].peak > rep.memory.peak) {
       rep.memory = std::move(usage[i]);
       rep.memory_rank = ranks[i];

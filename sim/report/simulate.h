@@ -30,6 +30,7 @@ struct StepReport {
   StepBreakdown breakdown;
   MemoryUsage memory;  // of the rank with the highest peak
   int memory_rank = 0;
+  std::vector<MemoryUsage> memory_per_stage;  // per pipeline stage: its rank with the highest peak
   bool fits_in_memory = true;
   std::array<double, 3> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp (rank 0)
   std::array<double, 3> internode_bytes_per_gpu{};  // of which leave the node

@@ -160,3 +160,34 @@ TEST(parallelPipeline, ZeroTwoUnderPipelineMultipliesDpBytes) {
 
 }  // namespace
 }  // namespace zerosim
+
+namespace zerosim {
+namespace {
+
+// Korthikanti et al. 2022, eq. 5 and §4.2.3: under 1F1B stage 0 holds p micro-batches in flight
+// of L/p layers each, i.e. L layers' activations whatever p; the interleaved schedule multiplies
+// this by (1 + (p - 1)/(p v)). The engine's allocation timeline must peak there.
+TEST(parallelPipelineMemory, StageZeroHoldsKorthikantisActivations) {
+  for (int v : {1, 2, 4}) {
+    const int p = 4, m = 8, layers = 16;
+    json doc = {{"model",
+                 {{"num_layers", layers}, {"hidden_size", 256}, {"num_attention_heads", 8},
+                  {"vocab_size", 1000}, {"seq_length", 512}}},
+                {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", p}}},
+                {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", m}}},
+                {"parallel", {{"pp", p}, {"virtual_stages", v}}},
+                {"zero", {{"stage", 1}}}};
+    Scenario s = resolve_scenario(doc);
+    const StepReport rep = memory_report(s);
+    const double per_layer = activation_bytes_per_layer(s.model, 1, 1, false, Recompute::None,
+                                                        s.training.flash_attention);
+    const double factor = v == 1 ? 1.0 : 1.0 + static_cast<double>(p - 1) / (p * v);
+    const double expected = layers * per_layer * factor;
+    const double got = static_cast<double>(
+        rep.memory_per_stage.at(0).category_max[static_cast<int>(MemCategory::Activations)]);
+    EXPECT_NEAR(got, expected, 1e-9 * expected) << "v " << v;
+  }
+}
+
+}  // namespace
+}  // namespace zerosim
