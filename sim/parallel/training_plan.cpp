@@ -77,18 +77,14 @@ enum class ReduceWhen {
                    // pipeline engine and ZeRO-1 without overlap_comm
 };
 
-class PlanBuilder;
-
 // Builds the template of one pipeline stage.
 class StageBuilder {
  public:
-  StageBuilder(const Scenario& s, PlanBuilder& owner, int stage, std::vector<std::vector<Unit>> chunks,
+  StageBuilder(const Scenario& s, int stage, std::vector<std::vector<Unit>> chunks,
                std::vector<std::string>& names, std::map<std::string, std::int32_t>& name_ids,
                const std::int32_t* work_of, std::vector<Work>& works)
-      : s_(s), owner_(owner), stage_(stage), chunks_(std::move(chunks)), names_(names),
-        name_ids_(name_ids), work_of_(work_of), works_(works) {
-    (void)owner_;
-  }
+      : s_(s), stage_(stage), chunks_(std::move(chunks)), names_(names), name_ids_(name_ids),
+        work_of_(work_of), works_(works) {}
 
   Template build(StagePlan& info);
 
@@ -190,7 +186,6 @@ class StageBuilder {
   void optimizer_step();
 
   const Scenario& s_;
-  PlanBuilder& owner_;
   const int stage_;
   std::vector<std::vector<Unit>> chunks_;
   std::vector<std::string>& names_;
@@ -282,8 +277,7 @@ class PlanBuilder {
     for (int st = 0; st < p; ++st) {
       std::vector<std::vector<Unit>> chunks;
       for (int c = 0; c < v; ++c) chunks.push_back(per_virtual[c * p + st]);
-      StageBuilder b(s_, *this, st, std::move(chunks), out_.plan.names, name_ids_, work_of_,
-                     out_.works);
+      StageBuilder b(s_, st, std::move(chunks), out_.plan.names, name_ids_, work_of_, out_.works);
       templates_[st] = b.build(out_.stages[st]);
     }
     instantiate();
@@ -394,11 +388,7 @@ class PlanBuilder {
         int g = group_of[r][peer];
         if (g < 0) continue;
         const auto& inst = t.instances[peer];
-        if (created[g]) {
-          const Collective& first = plan.collectives[coll_base[g]];
-          (void)first;
-          continue;
-        }
+        if (created[g]) continue;
         created[g] = true;
         coll_base[g] = static_cast<std::uint32_t>(plan.collectives.size());
         for (const auto& [kind, bytes] : inst) {
