@@ -154,6 +154,13 @@ void check_rule(double v, Rule rule, const std::string& path) {
     case Rule::Any: return;
     case Rule::Positive:
       if (!(v > 0)) throw InputError(path, "must be greater than 0");
+      // Rates (bytes/s, TFLOP/s) far below any hardware would make a step outlast simulated
+      // time's range (int64 picoseconds, ~106 days); latencies above a second likewise.
+      if (path.find("latency") != std::string::npos ? v > 1.0 : v < 1e-3) {
+        throw InputError(path, path.find("latency") != std::string::npos
+                                   ? "must be at most 1 s"
+                                   : "is implausibly small (at least 1e-3 in its unit)");
+      }
       return;
     case Rule::NonNegative:
       if (!(v >= 0)) throw InputError(path, "must not be negative");
@@ -395,13 +402,22 @@ void resolve_size(const nlohmann::json& object, const std::string& key_path, Clu
   if (has_nodes && implied != nodes) {
     throw InputError(gpus_path, "inconsistent with nodes: " + std::to_string(nodes) + " nodes x " +
                                     std::to_string(c.gpus_per_node) + " GPUs = " +
-                                    std::to_string(nodes * c.gpus_per_node) + ", not " +
+                                    std::to_string(static_cast<std::int64_t>(nodes) * c.gpus_per_node) + ", not " +
                                     std::to_string(gpus));
   }
   c.nodes = implied;
 }
 
+// The largest cluster zerosim simulates: 2^20 GPUs (64x today's largest training runs), so
+// that every rank count, group and plan stays far inside 32-bit ids and memory.
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+
 void check_size(const ClusterSpec& c, const std::string& key_path) {
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus) {
+    throw InputError(key_join(key_path, "nodes"),
+                     std::to_string(c.nodes) + " nodes x " + std::to_string(c.gpus_per_node) +
+                         " GPUs exceeds the " + std::to_string(kMaxGpus) + " GPUs zerosim simulates");
+  }
   if (c.nodes > 1 && c.nics_per_node == 0) {
     throw InputError(key_join(key_path, "nics_per_node"),
                      "must be at least 1 when there is more than one node");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/core/json_input.h"
 #include "sim/model/model.h"
 
 namespace zerosim {
@@ -268,11 +269,7 @@ json read_json_file(const std::string& file, const std::string& key_path) {
                                    "' (paths are relative to the working directory)");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  try {
-    return json::parse(buffer.str());
-  } catch (const json::exception& e) {
-    throw InputError(key_path, "malformed JSON in '" + file + "': " + e.what());
-  }
+  return parse_json_text(buffer.str(), key_path, "'" + file + "'");
 }
 
 bool looks_like_path(const std::string& s) {
@@ -379,7 +376,13 @@ ModelSpec from_object(const json& obj, const std::string& key_path) {
   set_bool("embedding_norm", m.embedding_norm);
   if (!has_base) {
     if (!at("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
-    if (!at("ffn_hidden_size")) m.ffn_hidden_size = 4 * m.hidden_size;
+    // Derived before validate_model checks sizes: keep the product inside int64.
+    if (!at("ffn_hidden_size")) {
+      if (m.hidden_size > (std::int64_t{1} << 40)) {
+        throw InputError(path("hidden_size"), "must be at most 2^40");
+      }
+      m.ffn_hidden_size = 4 * m.hidden_size;
+    }
     if (!at("max_position_embeddings")) m.max_position_embeddings = m.seq_length;
   } else {
     if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;  // BLOOM config

@@ -115,6 +115,9 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
     }
     r.id = c["id"].get<std::string>();
     r.group = r.id.substr(0, r.id.find('-'));
+    if (c.contains("source") && !c["source"].is_string()) {
+      throw InputError(path + ".source", "expected a string");
+    }
     r.source = c.value("source", std::string());
     r.approximate = c.contains("approximate") && !c["approximate"].is_null() &&
                     !(c["approximate"].is_array() && c["approximate"].empty());

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/json_input.h"
 #include "sim/core/quantity.h"
 
 namespace zerosim {
@@ -386,11 +387,7 @@ json read_json_file(const std::string& path, const std::string& key_path) {
   if (!in) throw InputError(key_path, "cannot open file '" + path + "'");
   std::stringstream buf;
   buf << in.rdbuf();
-  try {
-    return json::parse(buf.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(key_path, "'" + path + "' is not valid JSON: " + e.what());
-  }
+  return parse_json_text(buf.str(), key_path, "'" + path + "'");
 }
 
 void apply_setting(json& doc, const std::string& assignment) {
@@ -412,6 +409,8 @@ void apply_setting(json& doc, const std::string& assignment) {
   } else {
     try {
       value = json::parse(text);
+    } catch (const json::out_of_range&) {
+      throw InputError(path, "number out of range: " + text);
     } catch (const json::parse_error&) {
       value = text;  // units ("400Gbps"), names: checked when the scenario is resolved
     }
@@ -507,6 +506,19 @@ Scenario resolve_scenario(const json& doc) {
   }
   TrainingConfig& t = s.training;
   resolve_batch(in, t, p.dp);
+  // Each micro-batch is hundreds of ops per rank: beyond 10^5 per step the plan would not fit
+  // in memory, and no real run accumulates that many.
+  constexpr std::int64_t kMaxMicroBatches = 100'000;
+  if (t.gradient_accumulation_steps > kMaxMicroBatches) {
+    throw InputError(in.has("training.gradient_accumulation_steps")
+                         ? "training.gradient_accumulation_steps"
+                         : "training.global_batch_size",
+                     std::to_string(t.gradient_accumulation_steps) +
+                         " micro-batches per step exceeds the " +
+                         std::to_string(kMaxMicroBatches) +
+                         " zerosim simulates; raise training.micro_batch_size");
+  }
+
   if (p.pipeline_schedule == PipelineSchedule::Interleaved &&
       t.gradient_accumulation_steps % p.pp != 0) {
     throw InputError("training.gradient_accumulation_steps",
@@ -515,6 +527,13 @@ Scenario resolve_scenario(const json& doc) {
                          ") to be a multiple of parallel.pp (" + std::to_string(p.pp) + ")");
   }
   t.precision = in.choice("training.precision") == "fp16" ? Precision::Fp16 : Precision::Bf16;
+  try {
+    (void)s.cluster.gpu.peak_tflops(t.precision);
+  } catch (const std::invalid_argument&) {
+    throw InputError("training.precision", s.cluster.gpu.name + " has no " +
+                                               to_string(t.precision) +
+                                               " tensor cores; use another precision");
+  }
   t.flash_attention = in.boolean("training.flash_attention");
 
   ZeroConfig& z = s.zero;

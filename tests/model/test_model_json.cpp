@@ -186,7 +186,7 @@ TEST(modelJsonErrors, LearnedPositionsLimitSequence) {
 TEST(modelJsonErrors, FilesAndHfConfigs) {
   expect_input_error([] { model_from_json("no/such/config.json", "model"); }, "model", "cannot open");
   const std::string bad = write_temp("bad.json", "{ \"hidden_size\": 4096, ");
-  expect_input_error([&] { model_from_json(bad, "model"); }, "model", "malformed JSON");
+  expect_input_error([&] { model_from_json(bad, "model"); }, "model", "not valid JSON");
 
   json cfg = json::parse(kLlama2_7bConfig);
   cfg.erase("hidden_size");
