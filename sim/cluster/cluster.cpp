@@ -365,6 +365,10 @@ ClusterSpec parse_complete(const nlohmann::json& object, const std::string& key_
   return c;
 }
 
+// The largest cluster zerosim simulates: 2^20 GPUs (64x today's largest training runs), so
+// that every rank count, group and plan stays far inside 32-bit ids and memory.
+constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
+
 // Sets nodes (and, for a partial node, gpus_per_node) from "nodes" / "num_gpus".
 void resolve_size(const nlohmann::json& object, const std::string& key_path, ClusterSpec& c) {
   const std::string nodes_path = key_join(key_path, "nodes");
@@ -375,6 +379,12 @@ void resolve_size(const nlohmann::json& object, const std::string& key_path, Clu
   if (has_nodes) {
     nodes = parse_int(object.at("nodes"), nodes_path);
     if (nodes < 1) throw InputError(nodes_path, "must be at least 1");
+  }
+  // Checked before anything multiplies nodes by GPUs per node in int.
+  if (static_cast<std::int64_t>(nodes) * c.gpus_per_node > kMaxGpus) {
+    throw InputError(nodes_path, std::to_string(nodes) + " nodes x " +
+                                     std::to_string(c.gpus_per_node) + " GPUs exceeds the " +
+                                     std::to_string(kMaxGpus) + " GPUs zerosim simulates");
   }
   if (!has_gpus) {
     c.nodes = nodes;
@@ -407,10 +417,6 @@ void resolve_size(const nlohmann::json& object, const std::string& key_path, Clu
   }
   c.nodes = implied;
 }
-
-// The largest cluster zerosim simulates: 2^20 GPUs (64x today's largest training runs), so
-// that every rank count, group and plan stays far inside 32-bit ids and memory.
-constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;
 
 void check_size(const ClusterSpec& c, const std::string& key_path) {
   if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus) {

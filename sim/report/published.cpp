@@ -223,7 +223,7 @@ std::string published_markdown(const PublishedSummary& s) {
   }
   std::snprintf(line, sizeof line,
                 "\nMAPE %.1f %% over %d simulated cases, %.1f %% over the non-approximate ones, "
-                "%d skipped.\n\n| source | MAPE % |\n|---|---:|\n",
+                "%d skipped.\n\n| source | MAPE %% |\n|---|---:|\n",
                 s.mape_pct, s.simulated, s.mape_exact_pct, s.skipped);
   o << line;
   for (const auto& [g, m] : s.mape_by_group) {
