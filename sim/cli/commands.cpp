@@ -1,3 +1,4 @@
+#include "sim/cli/parse_args.h"
 #include "sim/cli/commands.h"
 
 #include <unistd.h>
@@ -169,14 +170,6 @@ json scenario_document(const ScenarioFlags& f) {
   if (f.allow_oom) set("sim.allow_oom", true);
   for (const auto& s : f.sets) apply_setting(doc, s);
   return doc;
-}
-
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& d,
-                        const po::positional_options_description& pos) {
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-  po::notify(vm);
-  return vm;
 }
 
 }  // namespace

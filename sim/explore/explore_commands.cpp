@@ -1,5 +1,7 @@
 #include "sim/explore/explore_commands.h"
 
+#include "sim/cli/parse_args.h"
+
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
@@ -16,14 +18,6 @@ namespace po = boost::program_options;
 using json = nlohmann::json;
 
 namespace {
-
-po::variables_map parse(const std::vector<std::string>& args, const po::options_description& d,
-                        const po::positional_options_description& pos) {
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
-  po::notify(vm);
-  return vm;
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
