@@ -33,7 +33,8 @@ const std::vector<std::string>& zero_read_keys() {
       "contiguous_gradients", "reduce_scatter", "use_multi_rank_bucket_allreduce",
       "stage3_prefetch_bucket_size",
       "stage3_max_live_parameters", "stage3_max_reuse_distance",
-      "stage3_param_persistence_threshold"};
+      "stage3_param_persistence_threshold", "zero_hpz_partition_size", "zero_quantized_weights",
+      "zero_quantized_gradients", "mics_shard_size"};
   return keys;
 }
 
@@ -46,8 +47,7 @@ const std::vector<std::string>& zero_ignored_keys() {
       "legacy_stage1", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
       "memory_efficient_linear", "gather_16bit_weights_on_model_save", "stage3_model_persistence_threshold",
       "stage3_module_granularity_threshold",
-      "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
-      "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather",
+      "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather",
       "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings",
       "stage3_use_all_reduce_for_fetch_params"};
   return keys;

@@ -54,6 +54,12 @@ const std::vector<KeySpec>& registry() {
        "activation recomputation"},
       {"parallel.framework", "enum", "deepspeed", {"deepspeed", "megatron", "fsdp", "nanotron"},
        "whose schedule to mirror"},
+      {"parallel.overlap_grad_reduce", "bool", false, {},
+       "Megatron --overlap-grad-reduce: DP gradient reduction bucket by bucket during the last "
+       "micro-batch's backward"},
+      {"parallel.overlap_param_gather", "bool", false, {},
+       "Megatron --overlap-param-gather: the distributed optimizer's parameter all-gather "
+       "overlapped with the next step's forward"},
       {"zero.stage", "int", 0, {}, "ZeRO stage 0 (DDP), 1, 2 or 3"},
       {"zero.reduce_bucket_size", "count", 500000000, {},
        "elements per gradient reduction bucket (\"auto\" = hidden^2)"},
@@ -79,6 +85,19 @@ const std::vector<KeySpec>& registry() {
        "where optimizer states live"},
       {"zero.offload_param.device", "enum", "none", {"none", "cpu", "nvme"},
        "where stage-3 parameters live"},
+      {"zero.offload_optimizer.delayed_param_update", "bool", false, {},
+       "ZeRO-Offload's one-step delayed parameter update (DPU): the CPU step of step i overlaps "
+       "the forward and backward of step i+1 (zerosim's key; DeepSpeed has no config key)"},
+      {"zero.zero_quantized_weights", "bool", false, {},
+       "ZeRO++ qwZ: stage-3 parameter all-gathers in int8 blocks with fp32 scales"},
+      {"zero.zero_hpz_partition_size", "int", 1, {},
+       "ZeRO++ hpZ: a secondary copy of the parameters sharded over this many ranks (a node) "
+       "serves the backward all-gathers; 1 = off"},
+      {"zero.zero_quantized_gradients", "bool", false, {},
+       "ZeRO++ qgZ: stage-3 gradients reduced in int4 with a hierarchical all-to-all"},
+      {"zero.mics_shard_size", "int", -1, {},
+       "MiCS / FSDP HYBRID_SHARD: shard the model states over groups of this many ranks and "
+       "replicate across the groups; -1 = shard over the whole DP group"},
       {"sim.network", "enum", "analytical", {"analytical", "flow", "alpha-beta"},
        "analytical: NCCL's closed form per collective, no contention; flow: collectives as "
        "flows sharing the topology's links max-min fairly; alpha-beta: one ring formula per "
@@ -95,6 +114,15 @@ const std::vector<KeySpec>& registry() {
        "scale of every NIC's bandwidth on the degraded nodes, 0 < f <= 1"},
       {"whatif.degraded_nodes", "ranks", json::array(), {},
        "nodes whose NICs run at nic_bandwidth_factor (a degraded or flapping link)"},
+      {"whatif.background_nodes", "int", 0, {},
+       "nodes of a second job on the same fabric (added to the cluster's; sim.network=flow)"},
+      {"whatif.background_placement", "enum", "interleaved", {"interleaved", "after"},
+       "where the second job's nodes sit: alternating with this job's, or after them"},
+      {"whatif.background_pattern", "enum", "ring", {"ring", "all-to-all"},
+       "the second job's traffic: a ring through its nodes on every rail (DP all-reduce), or "
+       "every node to every other"},
+      {"whatif.background_load", "number", 1.0, {},
+       "share of each NIC's bandwidth the second job offers, 0 < load <= 1"},
       {"sim.adam_params_per_s", "number", nullptr, {},
        "measured optimizer rate per GPU (from --calibration); default: HBM bandwidth / 34 B"},
       {"sim.allow_oom", "bool", false, {},
@@ -440,6 +468,8 @@ Scenario resolve_scenario(const json& doc) {
   p.sequence_parallel = in.boolean("parallel.sequence_parallel");
   p.recompute = recompute_from(in.choice("parallel.recompute"));
   p.framework = framework_from(in.choice("parallel.framework"));
+  p.overlap_grad_reduce = in.boolean("parallel.overlap_grad_reduce");
+  p.overlap_param_gather = in.boolean("parallel.overlap_param_gather");
   const std::int64_t model_parallel = std::int64_t{p.tp} * p.pp * p.cp;
   if (gpus % model_parallel != 0) {
     throw InputError("parallel", "tp x pp x cp = " + std::to_string(model_parallel) +
@@ -569,6 +599,14 @@ Scenario resolve_scenario(const json& doc) {
   if (z.offload_param != OffloadDevice::None) {
     throw InputError("zero.offload_param.device", "offload is not simulated yet; allowed: none");
   }
+  z.delayed_param_update = in.boolean("zero.offload_optimizer.delayed_param_update");
+  z.quantized_weights = in.boolean("zero.zero_quantized_weights");
+  z.hpz_partition_size = static_cast<int>(in.integer("zero.zero_hpz_partition_size", 1, 1 << 20));
+  z.quantized_gradients = in.boolean("zero.zero_quantized_gradients");
+  z.mics_shard_size = static_cast<int>(in.integer("zero.mics_shard_size", -1, 1 << 20));
+  if (z.mics_shard_size == 0) {
+    throw InputError("zero.mics_shard_size", "must be -1 (off) or a positive group size, got 0");
+  }
   if (p.framework == Framework::Fsdp && z.stage != 3 && z.stage != 2) {
     throw InputError("zero.stage", "FSDP shards as ZeRO-3 (FULL_SHARD) or ZeRO-2 "
                                    "(SHARD_GRAD_OP); allowed: 2, 3");
@@ -589,6 +627,19 @@ Scenario resolve_scenario(const json& doc) {
   w.slowdown = in.number("whatif.slowdown", 1.0, 1e6);
   w.degraded_nodes = in.ranks("whatif.degraded_nodes", s.cluster.nodes);
   w.nic_bandwidth_factor = in.number("whatif.nic_bandwidth_factor", 1e-6, 1.0);
+  w.background_nodes = static_cast<int>(in.integer("whatif.background_nodes", 0, 1 << 20));
+  w.background_placement = in.choice("whatif.background_placement") == "after"
+                               ? WhatIf::Placement::After
+                               : WhatIf::Placement::Interleaved;
+  w.background_pattern = in.choice("whatif.background_pattern") == "all-to-all"
+                             ? WhatIf::Pattern::AllToAll
+                             : WhatIf::Pattern::Ring;
+  w.background_load = in.number("whatif.background_load", 1e-6, 1.0);
+  if (w.background_nodes > 0 && s.sim.network != NetworkModel::Flow) {
+    throw InputError("whatif.background_nodes",
+                     "a second job sharing the fabric needs sim.network=flow (the other "
+                     "network models have no shared links)");
+  }
   // A straggler or a degraded node breaks the symmetry that folding relies on.
   if (!w.slow_ranks.empty() || !w.degraded_nodes.empty()) s.sim.folded = false;
 
@@ -608,7 +659,9 @@ Scenario resolve_scenario(const json& doc) {
                                              : "1f1b"},
                    {"sequence_parallel", p.sequence_parallel},
                    {"recompute", to_string(p.recompute)},
-                   {"framework", to_string(p.framework)}};
+                   {"framework", to_string(p.framework)},
+                   {"overlap_grad_reduce", p.overlap_grad_reduce},
+                   {"overlap_param_gather", p.overlap_param_gather}};
   auto device = [](OffloadDevice d) {
     return d == OffloadDevice::Cpu ? "cpu" : d == OffloadDevice::Nvme ? "nvme" : "none";
   };
@@ -623,14 +676,25 @@ Scenario resolve_scenario(const json& doc) {
                {"stage3_max_live_parameters", z.stage3_max_live_parameters},
                {"stage3_max_reuse_distance", z.stage3_max_reuse_distance},
                {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
-               {"offload_optimizer", {{"device", device(z.offload_optimizer)}}},
-               {"offload_param", {{"device", device(z.offload_param)}}}};
+               {"offload_optimizer", {{"device", device(z.offload_optimizer)},
+                                      {"delayed_param_update", z.delayed_param_update}}},
+               {"offload_param", {{"device", device(z.offload_param)}}},
+               {"zero_quantized_weights", z.quantized_weights},
+               {"zero_hpz_partition_size", z.hpz_partition_size},
+               {"zero_quantized_gradients", z.quantized_gradients},
+               {"mics_shard_size", z.mics_shard_size}};
   r["sim"] = {{"network", network}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
               {"ranks", s.sim.folded ? "folded" : "all"}};
   if (s.sim.adam_params_per_s > 0) r["sim"]["adam_params_per_s"] = s.sim.adam_params_per_s;
   r["whatif"] = {{"slow_ranks", w.slow_ranks}, {"slowdown", w.slowdown},
                  {"degraded_nodes", w.degraded_nodes},
-                 {"nic_bandwidth_factor", w.nic_bandwidth_factor}};
+                 {"nic_bandwidth_factor", w.nic_bandwidth_factor},
+                 {"background_nodes", w.background_nodes},
+                 {"background_placement",
+                  w.background_placement == WhatIf::Placement::After ? "after" : "interleaved"},
+                 {"background_pattern",
+                  w.background_pattern == WhatIf::Pattern::AllToAll ? "all-to-all" : "ring"},
+                 {"background_load", w.background_load}};
   s.resolved = std::move(r);
   return s;
 }

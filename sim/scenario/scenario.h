@@ -39,6 +39,8 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   Recompute recompute = Recompute::None;
   Framework framework = Framework::DeepSpeed;
+  bool overlap_grad_reduce = false;   // Megatron --overlap-grad-reduce
+  bool overlap_param_gather = false;  // Megatron --overlap-param-gather
 };
 
 // DeepSpeed's zero_optimization section, with DeepSpeed's names and units (bucket sizes and
@@ -57,6 +59,12 @@ struct ZeroConfig {
   std::int64_t stage3_param_persistence_threshold = 100'000;
   OffloadDevice offload_optimizer = OffloadDevice::None;
   OffloadDevice offload_param = OffloadDevice::None;
+  bool delayed_param_update = false;  // ZeRO-Offload DPU
+  // ZeRO++ (Wang et al. 2023): quantized weights, hierarchical partitioning, quantized gradients.
+  bool quantized_weights = false;
+  int hpz_partition_size = 1;
+  bool quantized_gradients = false;
+  int mics_shard_size = -1;  // MiCS / FSDP HYBRID_SHARD shard group size; -1: whole DP group
 };
 
 struct SimConfig {
@@ -74,6 +82,13 @@ struct WhatIf {
   double slowdown = 1.0;           // their compute takes this much longer
   std::vector<int> degraded_nodes;
   double nic_bandwidth_factor = 1.0;
+  // A second job sharing the fabric (flow network only).
+  enum class Placement { Interleaved, After };
+  enum class Pattern { Ring, AllToAll };
+  int background_nodes = 0;
+  Placement background_placement = Placement::Interleaved;
+  Pattern background_pattern = Pattern::Ring;
+  double background_load = 1.0;
 };
 
 struct Scenario {
