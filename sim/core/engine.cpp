@@ -158,7 +158,9 @@ class Runner {
       case OpKind::Compute:
       case OpKind::Copy: {
         SimTime d = compute_.duration(plan_, op);
-        if (o.kind == OpKind::Compute && slowdown_ > 0 && comm_in_flight_[o.rank] > 0) {
+        // Only GPU kernels share SMs and HBM with NCCL; the host's optimizer step does not.
+        if (o.kind == OpKind::Compute && o.stream != Stream::Cpu && slowdown_ > 0 &&
+            comm_in_flight_[o.rank] > 0) {
           d += static_cast<SimTime>(static_cast<double>(d) * slowdown_);
         }
         heap_.push({now + d, seq_++, op});

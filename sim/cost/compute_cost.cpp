@@ -27,6 +27,17 @@ namespace zerosim {
 //  - Optimizer: a fused mixed-precision Adam reads and writes the fp32 master, m and v (24 B),
 //    reads a 16-bit gradient (2 B) and writes the 16-bit parameter (2 B) = 28 B/param
 //    (kernels.md §3); the gradient upcast and norm add ~6 B/param.
+//  - CPU Adam (offload): DeepSpeed's CPU Adam updated an 11.6B-parameter GPT-2 in 8.2 s, about
+//    1.4e9 parameters/s (DeepSpeed PR #735, shared/validation/kernels.md §3). The CPU is not
+//    stated; ASSUMPTION: the ZeRO-Offload paper's DGX-2 host (2 x 24-core Xeon Platinum 8168), so
+//    1.4e9 / 48 per core, scaled by the preset's cores. It cannot beat the host's DRAM: an update
+//    reads and writes the fp32 master, m and v (24 B), reads the fp32 gradient (4 B) and writes
+//    the 16-bit parameter (2 B) = 30 B/param, at 0.7 of the DRAM bandwidth (ASSUMPTION: the usual
+//    STREAM-triad share of peak on two-socket servers). The ranks of a node share its cores and DRAM.
+//  - PCIe copies: pinned host<->device copies reach 0.866 of the link (H200 host-to-device 55.43
+//    of 64 GB/s, ML Engineering Open Book, kernels.md §4); the ranks of a node also share its DRAM
+//    bandwidth (each GPU has its own PCIe switch uplink in the presets' topologies). NVMe: the
+//    node's drives are shared by its ranks, at the preset's bandwidth.
 
 namespace {
 double sat(double d, double knee) { return d / (d + knee); }
@@ -65,7 +76,10 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   for (std::size_t w = 0; w < plan.works.size(); ++w) {
     const Work& work = plan.works[w];
     double t;
-    if (work.kind == WorkKind::OptimizerStep) {
+    if (work.kind == WorkKind::CpuOptimizerStep || work.kind == WorkKind::HostToDevice ||
+        work.kind == WorkKind::DeviceToHost || work.kind == WorkKind::NvmeToDevice) {
+      t = host_seconds(work);
+    } else if (work.kind == WorkKind::OptimizerStep) {
       t = (s.sim.adam_params_per_s > 0
                ? static_cast<double>(work.elements) / s.sim.adam_params_per_s
                : static_cast<double>(work.elements) * c_.optimizer_bytes_per_param /
@@ -79,10 +93,37 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   }
 }
 
+double ComputeCost::host_seconds(const Work& work) const {
+  const HostSpec& host = s_.cluster.host;
+  const double ranks_per_node =
+      static_cast<double>(std::min(s_.cluster.gpus_per_node, s_.num_gpus()));
+  const double dram_share = host.dram_bandwidth * c_.dram_efficiency / ranks_per_node;
+  const double pcie = std::min(s_.cluster.pcie_bandwidth * c_.pcie_efficiency, dram_share);
+  const double nvme = host.nvme_bandwidth / ranks_per_node;
+  const double n = static_cast<double>(work.elements);
+  switch (work.kind) {
+    case WorkKind::CpuOptimizerStep: {
+      const double rate = std::min(c_.cpu_adam_params_per_core_s * host.cpu_cores,
+                                   host.dram_bandwidth * c_.dram_efficiency /
+                                       c_.cpu_adam_dram_bytes_per_param) /
+                          ranks_per_node;
+      double t = n / rate;
+      if (work.nvme_bytes > 0) t += static_cast<double>(work.nvme_bytes) / nvme;
+      return t;
+    }
+    case WorkKind::HostToDevice:
+    case WorkKind::DeviceToHost: return n / pcie + c_.kernel_overhead_s;
+    case WorkKind::NvmeToDevice: return n / std::min(pcie, nvme) + c_.kernel_overhead_s;
+    default: return 0;
+  }
+}
+
 SimTime ComputeCost::duration(const Plan& plan, OpId op) {
   const Op& o = plan.ops[op];
   const SimTime t = picos_[static_cast<std::size_t>(o.work)];
-  if (!slow_rank_.empty() && slow_rank_[o.rank]) {
+  // A straggler's GPU is slow, not its host or its PCIe links.
+  if (!slow_rank_.empty() && slow_rank_[o.rank] && o.kind == OpKind::Compute &&
+      o.stream != Stream::Cpu) {
     return static_cast<SimTime>(static_cast<double>(t) * s_.whatif.slowdown);
   }
   return t;
@@ -159,7 +200,11 @@ double ComputeCost::block_seconds(WorkKind kind) const {
       return bytes_seconds(6.0 * sb * m.hidden_size) + c_.kernel_overhead_s * 2;
     case WorkKind::EmbedBackward:
       return bytes_seconds(6.0 * sb * m.hidden_size) + c_.kernel_overhead_s * 2;
-    case WorkKind::OptimizerStep: break;
+    case WorkKind::OptimizerStep:
+    case WorkKind::CpuOptimizerStep:
+    case WorkKind::HostToDevice:
+    case WorkKind::DeviceToHost:
+    case WorkKind::NvmeToDevice: break;
   }
   return 0;
 }

@@ -20,6 +20,11 @@ struct ComputeConstants {
   int kernels_per_block = 8;                // kernels of one attention or MLP block pass
   double optimizer_bytes_per_param = 34;    // fused Adam + gradient upcast/norm, see .cpp
   double comm_slowdown = 0.15;              // compute slowdown beside NCCL kernels
+  // Offload (sources in compute_cost.cpp).
+  double cpu_adam_params_per_core_s = 1.4e9 / 48;  // DeepSpeed CPU Adam, per core
+  double cpu_adam_dram_bytes_per_param = 30;       // host memory traffic of one CPU Adam update
+  double dram_efficiency = 0.7;                    // achievable share of the DRAM bandwidth
+  double pcie_efficiency = 0.866;                  // achievable share of PCIe for pinned copies
 };
 
 // FlashAttention-2 forward and backward rates as a share of the GPU's dense peak, by GPU
@@ -41,6 +46,7 @@ class ComputeCost : public ComputeModel {
   double gemm_seconds(const Gemm& g) const;
   double bytes_seconds(double bytes) const;
   double block_seconds(WorkKind kind) const;
+  double host_seconds(const Work& work) const;
 
   const Scenario& s_;
   ComputeConstants c_;

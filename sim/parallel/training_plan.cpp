@@ -184,6 +184,8 @@ class StageBuilder {
   Bytes grad_bytes_per_element() const;
 
   void optimizer_step();
+  void offloaded_step(std::int64_t elements, const std::vector<std::int32_t>& after);
+  void parameter_gather(std::int32_t after, Stream stream);
 
   const Scenario& s_;
   const int stage_;
@@ -219,6 +221,16 @@ class StageBuilder {
   std::int32_t final_reduction_ = -1;
   bool ipg_allocated_ = false, partition_temp_ = false;
   Bytes ipg_bytes_ = 0;
+
+  // ---- offload (ZeRO-Offload / ZeRO-Infinity) ---------------------------------------------------
+  bool offload_optimizer() const { return s_.zero.offload_optimizer != OffloadDevice::None; }
+  bool offload_param() const { return s_.zero.offload_param != OffloadDevice::None; }
+  std::int32_t host_copy(WorkKind k, Bytes bytes, Stream stream, const std::string& name,
+                         std::vector<std::int32_t> deps);
+  void offload_gradients(std::int64_t elements, std::int32_t reduction);
+  void offload_memory(StagePlan& info) const;
+  std::int32_t last_grad_copy_ = -1;
+  bool accumulating_ = false;  // the backward being emitted is not its chunk's first this step
 };
 
 class PlanBuilder {
@@ -478,6 +490,14 @@ Template StageBuilder::build(StagePlan& info) {
   info.model_states.params = 2 * (zs == 3 ? info.dp_partition : phi);
   info.model_states.grads = grad_bytes_per_element() * (zs >= 2 ? info.dp_partition : phi);
   info.model_states.optimizer_states = 12 * (zs >= 1 ? info.dp_partition : phi);
+  // ZeRO-Offload moves the fp32 master weights, the Adam moments and (stages 2/3) the gradient
+  // partition to the host; offload_param moves the stage-3 16-bit partition there too.
+  if (offload_optimizer()) {
+    info.model_states.optimizer_states = 0;
+    if (zs >= 2) info.model_states.grads = 0;
+  }
+  if (offload_param()) info.model_states.params = 0;
+  offload_memory(info);
 
   activation_layer_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
                                                  s_.parallel.sequence_parallel,
@@ -669,6 +689,7 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     pending_fetches_.erase(it);
   }
   const bool accumulating = backwards_done_[chunk]++ > 0;
+  accumulating_ = accumulating;
   hook_setup(accumulating);  // DeepSpeed's optimizer.backward() sets up its buckets first
   std::int32_t prev = last_compute_;
   for (std::size_t i = n_units; i-- > 0;) {
@@ -780,8 +801,16 @@ void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_a
     const Unit& u = chunks_[chunk][r.trace[k].first];
     const Bytes bytes = 2 * ceil_div(u.params, dp) * dp;
     std::int32_t a = alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream, {hook_after});
+    std::vector<std::int32_t> deps = {a};
+    if (offload_param()) {
+      // The partition comes in from host memory (or NVMe through it) before the all-gather.
+      const WorkKind from = s_.zero.offload_param == OffloadDevice::Nvme ? WorkKind::NvmeToDevice
+                                                                          : WorkKind::HostToDevice;
+      deps.push_back(host_copy(from, 2 * ceil_div(u.params, dp), Stream::H2D,
+                               "param partition in " + u.label, {hook_after}));
+    }
     fetch_op_[k] = collective(Peer::Dp, CollectiveKind::AllGather, bytes, stream,
-                              unit_name(u, r.trace[k].second ? "gather(bwd)" : "gather(fwd)"), {a});
+                              unit_name(u, r.trace[k].second ? "gather(bwd)" : "gather(fwd)"), deps);
   }
 }
 
@@ -903,6 +932,7 @@ void StageBuilder::flush_elements(std::int64_t elements, std::int32_t produced_b
   std::int32_t red = collective(Peer::Dp, kind, grad_bytes_per_element() * elements, stream,
                                 what + " #" + std::to_string(bucket_count_), deps);
   ++bucket_count_;
+  if (offload_optimizer()) offload_gradients(elements, red);
   if (stream == Stream::DpComm && z.stage != 0) {
     // The compute stream waits before filling the bucket that is being reduced: with two IPG
     // buffers (stages 1/2) on the reduction before this one; stage 3 keeps at most two
@@ -939,6 +969,10 @@ void StageBuilder::optimizer_step() {
   const std::int64_t elements = zs == 0 ? info_->local_params : info_->dp_partition;
   std::vector<std::int32_t> deps;
   if (final_reduction_ >= 0) deps.push_back(final_reduction_);
+  if (offload_optimizer()) {
+    offloaded_step(elements, deps);
+    return;
+  }
   // fp32 gradients handed to the optimizer: stage 0 upcasts every gradient; stages 1/2 flatten
   // the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage 3 the same per
   // sub-group of at most sub_group_size (1e9) elements.
@@ -956,12 +990,20 @@ void StageBuilder::optimizer_step() {
   host_waits_.clear();
   const std::int32_t step = add(op, "optimizer step", step_deps);
   free_op(MemCategory::Buffers, temp, "fp32 step gradients");
+  parameter_gather(step, Stream::Compute);
+}
+
+// The updated 16-bit parameters back to every rank: stages 1/2 all-gather the partitions,
+// stage 3 only its persistent (never released) parameters.
+void StageBuilder::parameter_gather(std::int32_t after, Stream stream) {
+  const int zs = s_.zero.stage;
   const std::int64_t dp = s_.parallel.dp;
+  const std::int32_t step = after;
   if (zs == 1 || zs == 2) {
     // DeepSpeed's all_gather_dp_groups: one all_gather_into_tensor of the whole 16-bit flat
     // buffer (allgather_bucket_size is unused with current PyTorch), synchronous. Megatron's
     // distributed optimizer gathers the updated parameters the same way.
-    collective(Peer::Dp, CollectiveKind::AllGather, 2 * info_->dp_partition * dp, Stream::Compute,
+    collective(Peer::Dp, CollectiveKind::AllGather, 2 * info_->dp_partition * dp, stream,
                "param all_gather", {step});
   }
   if (zs == 3) {
@@ -973,8 +1015,100 @@ void StageBuilder::optimizer_step() {
     }
     if (persistent > 0) {
       collective(Peer::Dp, CollectiveKind::AllGather, 2 * ceil_div(persistent, dp) * dp,
-                 Stream::Compute, "persistent param all_gather", {step});
+                 stream, "persistent param all_gather", {step});
     }
+  }
+}
+
+// ---- offload ------------------------------------------------------------------------------------
+// ZeRO-Offload (Ren et al., USENIX ATC 2021, §4) as DeepSpeed runs it: each reduced gradient
+// bucket's partition goes to the host in 16 bits as soon as it is reduced (on the reduction's
+// stream: DeepSpeed's non-blocking copy into the pinned fp32 buffer is queued behind the
+// reduction), the step runs on the CPU (DeepSpeed's CPU Adam), and the updated 16-bit partition
+// comes back over PCIe before the parameter all-gather. ZeRO-Infinity (Rajbhandari et al., SC21)
+// keeps the optimizer states on NVMe and swaps them around the CPU step; with offload_param the
+// stage-3 partition lives on the host (or NVMe) and is copied in before each gather.
+std::int32_t StageBuilder::host_copy(WorkKind k, Bytes bytes, Stream stream,
+                                     const std::string& name, std::vector<std::int32_t> deps) {
+  const std::int32_t w = static_cast<std::int32_t>(works_.size());
+  works_.push_back({k, bytes, 0});
+  TemplateOp op;
+  op.kind = OpKind::Copy;
+  op.stream = stream;
+  op.phase = Phase::Communication;
+  op.work = w;
+  op.bytes = bytes;
+  return add(op, name, deps);
+}
+
+void StageBuilder::offload_gradients(std::int64_t elements, std::int32_t reduction) {
+  const Bytes share = 2 * ceil_div(elements, s_.parallel.dp);
+  const Stream stream = reduction_stream();
+  std::int32_t after = reduction;
+  if (s_.zero.stage <= 2 && accumulating_ && reduce_when() == ReduceWhen::EveryBackward) {
+    // Stage 2 accumulates a later micro-batch's gradients through the GPU: the host's running
+    // sum comes back, is added on the GPU and goes out again
+    // (DeepSpeed stage_1_and_2.py, async_accumulate_grad_in_cpu_via_gpu).
+    after = host_copy(WorkKind::HostToDevice, share, stream, "grad accumulate h2d", {after});
+  }
+  last_grad_copy_ = host_copy(WorkKind::DeviceToHost, share, stream, "grad d2h", {after});
+}
+
+void StageBuilder::offloaded_step(std::int64_t elements, const std::vector<std::int32_t>& after) {
+  const ZeroConfig& z = s_.zero;
+  const bool nvme = z.offload_optimizer == OffloadDevice::Nvme;
+  const bool dpu = z.delayed_param_update;
+  // ZeRO-Infinity swaps the fp32 master weights and both Adam moments in before the step and
+  // out after it (12 bytes each way per parameter); a parameter partition on NVMe is written too.
+  Bytes swapped = nvme ? 2 * 12 * elements : 0;
+  if (z.offload_param == OffloadDevice::Nvme) swapped += 2 * elements;
+  const std::int32_t w = static_cast<std::int32_t>(works_.size());
+  works_.push_back({WorkKind::CpuOptimizerStep, elements, swapped});
+  TemplateOp op;
+  op.kind = OpKind::Compute;
+  op.stream = Stream::Cpu;
+  op.phase = Phase::Optimizer;
+  op.work = w;
+  // Without DPU the CPU waits for this step's last gradient copy. With DPU (ZeRO-Offload §4.2)
+  // it updates with the previous step's gradients, already on the host when this step begins,
+  // so it runs beside this step's forward and backward; the steady-state step is then as long
+  // as the longer of the two.
+  std::vector<std::int32_t> deps;
+  if (!dpu) {
+    deps = after;
+    if (last_grad_copy_ >= 0) deps.push_back(last_grad_copy_);
+  }
+  const std::int32_t step = add(op, dpu ? "cpu optimizer step (previous step's gradients)"
+                                        : "cpu optimizer step",
+                                deps);
+  std::int32_t ready = step;
+  if (!offload_param()) {
+    // The updated 16-bit partition back into the GPU's parameters.
+    ready = host_copy(WorkKind::HostToDevice, 2 * elements, Stream::H2D, "param h2d", {step});
+  }
+  // With DPU the next forward does not wait for these parameters, so the gather is issued on the
+  // side stream instead of blocking the compute stream.
+  parameter_gather(ready, dpu ? Stream::DpComm : Stream::Compute);
+}
+
+// Host and NVMe bytes of one rank. Host, with the optimizer offloaded to the CPU: the fp32
+// master weights, Adam's two moments and the fp32 gradient partition (16 B per parameter,
+// ZeRO-Offload §4.1). On NVMe: the master weights and moments (12 B); the host keeps the fp32
+// gradients and the sub-group being stepped (DeepSpeed's sub_group_size, 1e9 by default). A
+// stage-3 parameter partition offloaded to the host is 2 B per parameter; on NVMe the host keeps
+// DeepSpeed's parameter swap buffers (offload_param buffer_count 5 x buffer_size 1e8 elements).
+void StageBuilder::offload_memory(StagePlan& info) const {
+  const std::int64_t part = info.dp_partition;
+  const ZeroConfig& z = s_.zero;
+  if (z.offload_optimizer == OffloadDevice::Cpu) info.host_bytes += 16 * part;
+  if (z.offload_optimizer == OffloadDevice::Nvme) {
+    info.nvme_bytes += 12 * part;
+    info.host_bytes += 4 * part + 12 * std::min<std::int64_t>(part, 1'000'000'000);
+  }
+  if (z.offload_param == OffloadDevice::Cpu) info.host_bytes += 2 * part;
+  if (z.offload_param == OffloadDevice::Nvme) {
+    info.nvme_bytes += 2 * part;
+    info.host_bytes += 2 * std::min<std::int64_t>(part, 5 * 100'000'000LL);
   }
 }
 

@@ -13,14 +13,20 @@ namespace zerosim {
 
 // Compute work the cost model prices. One layer pass is split into its attention block and its
 // MLP block so that ZeRO-3 can fetch and release each block's parameters on its own.
+// Offload adds host-side work: the optimizer step on the CPU (DeepSpeed's CPU Adam, with the
+// optimizer states swapped from NVMe for ZeRO-Infinity) and copies over PCIe.
 enum class WorkKind : std::uint8_t {
   EmbedForward, EmbedBackward, AttentionForward, AttentionBackward, MlpForward, MlpBackward,
-  HeadForward, HeadBackward, OptimizerStep
+  HeadForward, HeadBackward, OptimizerStep, CpuOptimizerStep, HostToDevice, DeviceToHost,
+  NvmeToDevice
 };
 
 struct Work {
   WorkKind kind = WorkKind::AttentionForward;
-  std::int64_t elements = 0;  // OptimizerStep: parameters updated on this rank
+  // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved.
+  std::int64_t elements = 0;
+  // CpuOptimizerStep: bytes swapped between host memory and NVMe around the step (ZeRO-Infinity).
+  std::int64_t nvme_bytes = 0;
 };
 
 enum class GroupKind : std::uint8_t { Dp, Tp, Pp };
@@ -34,9 +40,12 @@ struct ModelStateBytes {
 // What one pipeline stage holds.
 struct StagePlan {
   std::int64_t local_params = 0;  // parameters of this stage's model-parallel shard (Phi)
-  std::int64_t dp_partition = 0;  // ceil(Phi / dp): one rank's ZeRO partition
+  std::int64_t dp_partition = 0;  // ceil(Phi / shard group): one rank's ZeRO partition
   ModelStateBytes model_states;
   int layers = 0;
+  // Offload: what one rank keeps in host memory and on NVMe (allocated at initialisation and
+  // held for the whole run, so they are not part of the GPU timeline).
+  Bytes host_bytes = 0, nvme_bytes = 0;
 };
 
 struct TrainingPlan {

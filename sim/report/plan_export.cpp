@@ -20,6 +20,10 @@ const char* work_name(WorkKind k) {
     case WorkKind::HeadForward: return "head_forward";
     case WorkKind::HeadBackward: return "head_backward";
     case WorkKind::OptimizerStep: return "optimizer_step";
+    case WorkKind::CpuOptimizerStep: return "cpu_optimizer_step";
+    case WorkKind::HostToDevice: return "host_to_device";
+    case WorkKind::DeviceToHost: return "device_to_host";
+    case WorkKind::NvmeToDevice: return "nvme_to_device";
   }
   return "?";
 }

@@ -68,7 +68,8 @@ json case_scenario(const json& c, const std::string& path) {
   doc["model"] = require(c, "model", path);
   const json& cluster = require(c, "cluster", path);
   doc["cluster"] = json::object();
-  copy_keys(cluster, key_join(path, "cluster"), {"preset", "num_gpus", "nodes"}, doc["cluster"]);
+  copy_keys(cluster, key_join(path, "cluster"), {"preset", "num_gpus", "nodes", "nics_per_node"},
+            doc["cluster"]);
   json training = json::object();
   copy_keys(require(c, "training", path), key_join(path, "training"),
             {"global_batch_size", "micro_batch_size", "precision", "flash_attention"}, training);
@@ -77,16 +78,33 @@ json case_scenario(const json& c, const std::string& path) {
   json parallel = json::object();
   copy_keys(par, key_join(path, "parallel"),
             {"tp", "pp", "dp", "cp", "zero_stage", "virtual_stages", "sequence_parallel",
-             "recompute", "offload_optimizer", "framework"},
+             "recompute", "offload_optimizer", "offload_param", "delayed_param_update",
+             "zero_quantized_weights", "zero_hpz_partition_size", "zero_quantized_gradients",
+             "mics_shard_size", "framework", "overlap_grad_reduce", "overlap_param_gather"},
             parallel);
+  // The case format keeps every parallelism and ZeRO knob under "parallel"; the scenario has
+  // DeepSpeed's zero_optimization names under "zero".
   json zero = json::object();
   if (parallel.contains("zero_stage")) {
     zero["stage"] = parallel["zero_stage"];
     parallel.erase("zero_stage");
   }
-  if (parallel.contains("offload_optimizer")) {
-    zero["offload_optimizer"] = {{"device", parallel["offload_optimizer"]}};
-    parallel.erase("offload_optimizer");
+  for (const char* key : {"offload_optimizer", "offload_param"}) {
+    if (parallel.contains(key)) {
+      zero[key] = {{"device", parallel[key]}};
+      parallel.erase(key);
+    }
+  }
+  if (parallel.contains("delayed_param_update")) {
+    zero["offload_optimizer"]["delayed_param_update"] = parallel["delayed_param_update"];
+    parallel.erase("delayed_param_update");
+  }
+  for (const char* key : {"zero_quantized_weights", "zero_hpz_partition_size",
+                          "zero_quantized_gradients", "mics_shard_size"}) {
+    if (parallel.contains(key)) {
+      zero[key] = parallel[key];
+      parallel.erase(key);
+    }
   }
   doc["parallel"] = parallel;
   doc["zero"] = zero;

@@ -65,6 +65,8 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
                         {"optimizer", r.breakdown.optimizer_s},
                         {"exposed_comm", r.breakdown.exposed_comm_s},
                         {"bubble", r.breakdown.bubble_s},
+                        {"offload", r.breakdown.offload_s},
+                        {"cpu_optimizer_step", r.breakdown.cpu_step_s},
                         {"exposed_comm_by_group", {{"dp", r.breakdown.exposed_by_group[0]},
                                                    {"tp", r.breakdown.exposed_by_group[1]},
                                                    {"pp", r.breakdown.exposed_by_group[2]}}}};
@@ -82,6 +84,10 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
   for (const MemoryUsage& u : r.memory_per_stage) j["memory_per_stage_bytes"].push_back(memory_json(u));
   j["gpu_memory_bytes"] = s.cluster.gpu.hbm_bytes;
   j["fits_in_memory"] = r.fits_in_memory;
+  j["host_memory_per_node_bytes"] = r.host_memory_per_node;
+  j["host_memory_bytes"] = s.cluster.host.dram_bytes;
+  j["fits_in_host_memory"] = r.fits_in_host_memory;
+  j["nvme_bytes_per_node"] = r.nvme_bytes_per_node;
   j["model"] = {{"params", r.params}, {"flops_per_token", model_flops_per_token(s.model)}};
   j["num_gpus"] = s.num_gpus();
   j["scenario"] = s.resolved;
@@ -108,6 +114,10 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
       << fmt("%.4f", b.exposed_by_group[0]) << ", tp " << fmt("%.4f", b.exposed_by_group[1])
       << ", pp " << fmt("%.4f", b.exposed_by_group[2]) << ")\n";
     o << "    bubble        " << fmt("%.4f s", b.bubble_s) << "\n";
+    if (s.zero.offload_optimizer != OffloadDevice::None || s.zero.offload_param != OffloadDevice::None) {
+      o << "    offload       " << fmt("%.4f s", b.offload_s) << "  (waits for host work; CPU step "
+        << fmt("%.4f s", b.cpu_step_s) << ")\n";
+    }
     o << "  throughput      " << fmt("%.0f tokens/s", r.tokens_per_s) << ", "
       << fmt("%.1f TFLOP/s per GPU", r.tflops_per_gpu) << ", MFU " << fmt("%.1f %%", 100 * r.mfu)
       << "\n";
@@ -127,6 +137,12 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     << gib(m[2]) << ", activations " << gib(m[3]) << ", buffers " << gib(m[4]) << "\n";
   o << "  peak            " << gib(r.memory.peak) << " of " << gib(s.cluster.gpu.hbm_bytes)
     << (r.fits_in_memory ? "  -> fits" : "  -> DOES NOT FIT") << "\n";
+  if (r.host_memory_per_node > 0 || r.nvme_bytes_per_node > 0) {
+    o << "  host per node   " << gib(r.host_memory_per_node) << " of "
+      << gib(s.cluster.host.dram_bytes)
+      << (r.fits_in_host_memory ? "  -> fits" : "  -> DOES NOT FIT") << "; NVMe "
+      << gib(r.nvme_bytes_per_node) << "\n";
+  }
   return o.str();
 }
 

@@ -99,8 +99,29 @@ void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, Ste
   rep.fits_in_memory = rep.memory.peak <= s.cluster.gpu.hbm_bytes;
 }
 
+// Host and NVMe tiers: a node holds gpus_per_node consecutive ranks, all of one pipeline stage
+// unless a stage has fewer ranks than a node; the busiest stage's figure is reported.
+void fill_host_memory(const Scenario& s, const TrainingPlan& tp, StepReport& rep) {
+  const std::int64_t per_node = std::min(s.cluster.gpus_per_node, s.num_gpus());
+  Bytes host = 0, nvme = 0;
+  for (const StagePlan& st : tp.stages) {
+    host = std::max(host, st.host_bytes * per_node);
+    nvme = std::max(nvme, st.nvme_bytes * per_node);
+  }
+  rep.host_memory_per_node = host;
+  rep.nvme_bytes_per_node = nvme;
+  rep.fits_in_host_memory = host <= s.cluster.host.dram_bytes;
+}
+
 void check_fits(const Scenario& s, const StepReport& rep) {
-  if (rep.fits_in_memory || s.sim.allow_oom) return;
+  if (s.sim.allow_oom) return;
+  if (!rep.fits_in_host_memory) {
+    throw InputError("memory", "offloaded states need " + gib(rep.host_memory_per_node) +
+                                   " of host memory per node, more than the node's " +
+                                   gib(s.cluster.host.dram_bytes) +
+                                   "; offload to nvme, use more nodes, or pass --allow-oom");
+  }
+  if (rep.fits_in_memory) return;
   throw InputError("memory", "peak " + gib(rep.memory.peak) + " per GPU exceeds the " +
                                  s.cluster.gpu.name + "'s " + gib(s.cluster.gpu.hbm_bytes) +
                                  "; lower training.micro_batch_size, raise zero.stage, set "
@@ -169,12 +190,18 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
   };
   for (OpId id = 0; id < plan.ops.size(); ++id) {
     const Op& op = plan.ops[id];
+    if (op.rank == rank && op.stream == Stream::Cpu && op.kind == OpKind::Compute) {
+      b.cpu_step_s += ps_to_seconds(r.end[id] - r.start[id]);
+    }
     if (op.rank != rank || op.stream != Stream::Compute) continue;
     const SimTime gap = r.start[id] - busy_until;
     if (gap > 0) {
       OpId why = releaser(plan, r, id);
       if (why != kNoOp && plan.ops[why].kind == OpKind::Collective) {
         charge_comm(why, ps_to_seconds(gap), true);
+      } else if (why != kNoOp && (plan.ops[why].kind == OpKind::Copy ||
+                                  plan.ops[why].stream == Stream::Cpu)) {
+        b.offload_s += ps_to_seconds(gap);
       } else {
         b.other_s += ps_to_seconds(gap);
       }
@@ -186,12 +213,25 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
       if (op.phase == Phase::Optimizer) b.optimizer_s += d;
     } else if (op.kind == OpKind::Collective) {
       charge_comm(id, d, false);
+    } else if (op.kind == OpKind::Copy) {
+      b.offload_s += d;  // a PCIe copy queued on the compute stream blocks it
     }
     busy_until = std::max(busy_until, r.end[id]);
     last_end = std::max(last_end, r.end[id]);
   }
   // After its last op a rank waits for the slowest one: pipeline drain with PP, else other.
-  const double tail = ps_to_seconds(r.makespan - last_end);
+  // After its last compute-stream op a rank waits for the slowest one (pipeline drain with PP)
+  // or for its own host work still running (offload: the CPU step, copies).
+  SimTime host_end = last_end;
+  for (OpId id = 0; id < plan.ops.size(); ++id) {
+    const Op& op = plan.ops[id];
+    if (op.rank == rank && (op.kind == OpKind::Copy || op.stream == Stream::Cpu)) {
+      host_end = std::max(host_end, r.end[id]);
+    }
+  }
+  const double host_tail = ps_to_seconds(host_end - last_end);
+  b.offload_s += host_tail;
+  const double tail = ps_to_seconds(r.makespan - host_end);
   if (tp.stages.size() > 1) b.bubble_s += tail; else b.other_s += tail;
   b.exposed_comm_s = b.exposed_by_group[0] + b.exposed_by_group[1] + b.exposed_by_group[2];
   return b;
@@ -205,6 +245,7 @@ StepReport memory_report(const Scenario& s) {
   StepReport rep;
   rep.params = count_params(s.model).total;
   fill_memory(s, tp.plan, r, rep, tp.plan.num_ranks / s.parallel.pp);
+  fill_host_memory(s, tp, rep);
   return rep;
 }
 
@@ -268,6 +309,7 @@ Simulation simulate_step(const Scenario& s) {
     rep.dp_bytes_zero1 = bytes_of_rank0(s.cluster, build_training_plan(z1, true)).sent[0];
   }
   fill_memory(s, plan, r, rep, plan.num_ranks / s.parallel.pp);
+  fill_host_memory(s, sim.plan, rep);
   check_fits(s, rep);
   return sim;
 }

@@ -19,6 +19,9 @@ namespace zerosim {
 struct StepBreakdown {
   double forward_s = 0, backward_s = 0, optimizer_s = 0, exposed_comm_s = 0, bubble_s = 0;
   std::array<double, 3> exposed_by_group{};  // dp, tp, pp
+  // Offload: waits for host work (the CPU optimizer step, PCIe and NVMe copies), and the CPU
+  // step's own length (it runs beside the GPU; exposed or not, it is the host's busy time).
+  double offload_s = 0, cpu_step_s = 0;
   double other_s = 0;                        // gaps no dependency explains (none expected)
 };
 
@@ -32,6 +35,9 @@ struct StepReport {
   int memory_rank = 0;
   std::vector<MemoryUsage> memory_per_stage;  // per pipeline stage: its rank with the highest peak
   bool fits_in_memory = true;
+  // Offload tiers, per node: what the node's ranks keep in host memory and on NVMe.
+  Bytes host_memory_per_node = 0, nvme_bytes_per_node = 0;
+  bool fits_in_host_memory = true;
   std::array<double, 3> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp (rank 0)
   std::array<double, 3> internode_bytes_per_gpu{};  // of which leave the node
   double dp_bytes_zero1 = 0;  // DP bytes of the same split with ZeRO-1 (conflict report)

@@ -593,13 +593,33 @@ Scenario resolve_scenario(const json& doc) {
   z.use_multi_rank_bucket_allreduce = in.boolean("zero.use_multi_rank_bucket_allreduce");
   z.offload_optimizer = offload_device(in.choice("zero.offload_optimizer.device"));
   z.offload_param = offload_device(in.choice("zero.offload_param.device"));
-  if (z.offload_optimizer != OffloadDevice::None) {
-    throw InputError("zero.offload_optimizer.device", "offload is not simulated yet; allowed: none");
+  // DeepSpeed's own rules: optimizer offload needs a ZeRO stage (1, 2 or 3); parameter offload
+  // exists only in stage 3 (partitioned parameters).
+  if (z.offload_optimizer != OffloadDevice::None && z.stage == 0) {
+    throw InputError("zero.offload_optimizer.device",
+                     "optimizer offload needs zero.stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)");
   }
-  if (z.offload_param != OffloadDevice::None) {
-    throw InputError("zero.offload_param.device", "offload is not simulated yet; allowed: none");
+  if (z.offload_param != OffloadDevice::None && z.stage != 3) {
+    throw InputError("zero.offload_param.device",
+                     "parameter offload exists only with zero.stage 3 (ZeRO-Infinity)");
+  }
+  if ((z.offload_optimizer != OffloadDevice::None || z.offload_param != OffloadDevice::None) &&
+      p.framework != Framework::DeepSpeed) {
+    throw InputError(z.offload_optimizer != OffloadDevice::None ? "zero.offload_optimizer.device"
+                                                                : "zero.offload_param.device",
+                     "offload is simulated as DeepSpeed runs it; set parallel.framework=deepspeed");
+  }
+  for (const char* key : {"zero.offload_optimizer.device", "zero.offload_param.device"}) {
+    if (in.choice(key) == "nvme" && s.cluster.host.nvme_bandwidth <= 0) {
+      throw InputError(key, "the cluster's nodes have no NVMe (cluster.host.nvme_bandwidth is 0)");
+    }
   }
   z.delayed_param_update = in.boolean("zero.offload_optimizer.delayed_param_update");
+  if (z.delayed_param_update && z.offload_optimizer == OffloadDevice::None) {
+    throw InputError("zero.offload_optimizer.delayed_param_update",
+                     "the delayed parameter update overlaps the CPU optimizer step; it needs "
+                     "zero.offload_optimizer.device cpu or nvme");
+  }
   z.quantized_weights = in.boolean("zero.zero_quantized_weights");
   z.hpz_partition_size = static_cast<int>(in.integer("zero.zero_hpz_partition_size", 1, 1 << 20));
   z.quantized_gradients = in.boolean("zero.zero_quantized_gradients");

@@ -66,6 +66,12 @@ class FixedCompute : public ComputeModel {
         return 2;
       case WorkKind::OptimizerStep:
         return 5;
+      case WorkKind::CpuOptimizerStep:
+        return 20;
+      case WorkKind::HostToDevice:
+      case WorkKind::DeviceToHost:
+      case WorkKind::NvmeToDevice:
+        return 1;
     }
     return 0;
   }

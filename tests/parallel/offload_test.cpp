@@ -1,0 +1,191 @@
+// ZeRO-Offload and ZeRO-Infinity against closed forms.
+//
+// With the optimizer on the CPU, P parameters in a rank's partition, R the CPU Adam rate of one
+// rank (the node's min(cores x per-core rate, DRAM bandwidth x efficiency / 30 B) shared by its
+// ranks) and B the PCIe copy rate of one rank (min(link x efficiency, DRAM share)):
+//   CPU step                = P / R  (+ 24 P / (NVMe bandwidth / ranks) with states on NVMe)
+//   updated parameters back = 2P / B + one kernel launch
+// Without the delayed parameter update the step is the GPU's part plus these in series; with it
+// (ZeRO-Offload §4.2) the CPU works beside the GPU, so the step is the longer of the two chains.
+// Memory (ZeRO-Offload §4.1): the GPU keeps only the 16-bit parameters (stage 2: and no
+// gradient partition); the host holds 16 B per parameter of the partition (fp32 master, m, v,
+// fp32 gradient), NVMe 12 B when the states are swapped out.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/report/simulate.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim {
+namespace {
+
+using namespace testing_plan;
+
+json offload_doc(int gpus, int stage, const char* optimizer, const char* param = "none",
+                 bool dpu = false, const char* preset = "dgx-a100-80gb") {
+  json d = tiny_doc(gpus, {{"stage", stage},
+                           {"offload_optimizer", {{"device", optimizer},
+                                                  {"delayed_param_update", dpu}}},
+                           {"offload_param", {{"device", param}}}});
+  d["cluster"]["preset"] = preset;
+  return d;
+}
+
+struct HostRates {
+  double cpu_params_per_s = 0;  // one rank's CPU Adam rate
+  double pcie_bytes_per_s = 0;  // one rank's host<->device copy rate
+  double nvme_bytes_per_s = 0;  // one rank's share of the node's NVMe
+};
+
+HostRates rates_of(const Scenario& s) {
+  const ComputeConstants c;
+  const double ranks = std::min(s.cluster.gpus_per_node, s.num_gpus());
+  const double dram = s.cluster.host.dram_bandwidth * c.dram_efficiency;
+  HostRates r;
+  r.cpu_params_per_s = std::min(c.cpu_adam_params_per_core_s * s.cluster.host.cpu_cores,
+                                dram / c.cpu_adam_dram_bytes_per_param) /
+                       ranks;
+  r.pcie_bytes_per_s = std::min(s.cluster.pcie_bandwidth * c.pcie_efficiency, dram / ranks);
+  r.nvme_bytes_per_s = s.cluster.host.nvme_bandwidth / ranks;
+  return r;
+}
+
+// Duration of rank 0's op whose name starts with `prefix` (the only one).
+double seconds_of(const Simulation& sim, const std::string& prefix) {
+  const Plan& plan = sim.plan.plan;
+  double found = -1;
+  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+    if (plan.names[plan.ops[id].name].rfind(prefix, 0) != 0) continue;
+    EXPECT_LT(found, 0) << "two ops named " << prefix;
+    found = ps_to_seconds(sim.result.end[id] - sim.result.start[id]);
+  }
+  EXPECT_GE(found, 0) << "no op named " << prefix;
+  return found;
+}
+
+TEST(Offload, CpuStepAndParameterCopyFollowTheHostRates) {
+  const Scenario s = resolve_scenario(offload_doc(1, 2, "cpu"));
+  const Simulation sim = simulate_step(s);
+  const HostRates r = rates_of(s);
+  const double P = static_cast<double>(kTinyPhi);
+  EXPECT_NEAR(seconds_of(sim, "cpu optimizer step"), P / r.cpu_params_per_s, 1e-11);
+  EXPECT_NEAR(seconds_of(sim, "param h2d"), 2 * P / r.pcie_bytes_per_s + 2e-6, 1e-11);
+}
+
+TEST(Offload, RanksOfANodeShareItsCpuSoTheStepTimeOfTheCpuDoesNotChangeWithDp) {
+  // dp 8 on one node: each rank updates P/8 at an eighth of the node's rate.
+  const double one = seconds_of(simulate_step(resolve_scenario(offload_doc(1, 2, "cpu"))),
+                                "cpu optimizer step");
+  const double eight = seconds_of(simulate_step(resolve_scenario(offload_doc(8, 2, "cpu"))),
+                                  "cpu optimizer step");
+  EXPECT_NEAR(one, eight, 1e-12);
+}
+
+TEST(Offload, DelayedParameterUpdateHidesTheCpuStepUpToTheGpuStep) {
+  // Both regimes: a fast host (the preset's 128 cores: the GPU chain is longer) and a one-core
+  // host (the CPU chain is longer).
+  for (int cores : {128, 1}) {
+    json serial = offload_doc(1, 2, "cpu");
+    json delayed = offload_doc(1, 2, "cpu", "none", true);
+    serial["cluster"]["host"] = {{"cpu_cores", cores}};
+    delayed["cluster"]["host"] = {{"cpu_cores", cores}};
+    const Simulation a = simulate_step(resolve_scenario(serial));
+    const Simulation b = simulate_step(resolve_scenario(delayed));
+    const double host_chain = seconds_of(a, "cpu optimizer step") + seconds_of(a, "param h2d") +
+                              seconds_of(a, "param all_gather");
+    const double gpu_chain = a.report.step_time_s - host_chain;
+    EXPECT_NEAR(b.report.step_time_s, std::max(gpu_chain, host_chain), 1e-9) << cores << " cores";
+    EXPECT_LT(b.report.step_time_s, a.report.step_time_s);
+  }
+}
+
+TEST(Offload, ModelStatesMoveToTheHost) {
+  const std::int64_t P = kTinyPhi;
+  {
+    const Scenario s = resolve_scenario(offload_doc(8, 2, "cpu"));
+    const StepReport rep = memory_report(s);
+    EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::OptimizerStates)], 0);
+    EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::Grads)], 0);
+    EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::Params)], 2 * P);
+    EXPECT_EQ(rep.host_memory_per_node, 16 * (P / 8) * 8);
+    EXPECT_EQ(rep.nvme_bytes_per_node, 0);
+  }
+  {
+    // Stage 1 keeps the full 16-bit gradients on the GPU.
+    const StepReport rep = memory_report(resolve_scenario(offload_doc(8, 1, "cpu")));
+    EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::Grads)], 2 * P);
+    EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::OptimizerStates)], 0);
+  }
+  {
+    const StepReport rep = memory_report(resolve_scenario(offload_doc(8, 3, "cpu", "cpu")));
+    EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::Params)], 0);
+    EXPECT_EQ(rep.host_memory_per_node, (16 + 2) * P);
+  }
+  {
+    const StepReport rep = memory_report(resolve_scenario(offload_doc(8, 3, "nvme", "nvme")));
+    EXPECT_EQ(rep.nvme_bytes_per_node, (12 + 2) * P);
+  }
+}
+
+TEST(Offload, NvmeSwapsTheStatesAroundTheCpuStep) {
+  const Scenario cpu = resolve_scenario(offload_doc(8, 3, "cpu"));
+  const Scenario nvme = resolve_scenario(offload_doc(8, 3, "nvme"));
+  const double P = static_cast<double>(kTinyPhi / 8);
+  const double extra = seconds_of(simulate_step(nvme), "cpu optimizer step") -
+                       seconds_of(simulate_step(cpu), "cpu optimizer step");
+  EXPECT_NEAR(extra, 24 * P / rates_of(nvme).nvme_bytes_per_s, 1e-11);
+}
+
+TEST(Offload, OffloadedParametersComeInBeforeEveryGather) {
+  // Each stage-3 fetch of a unit first copies this rank's partition of it (2 ceil(p/dp) bytes)
+  // to the GPU: the copies move exactly 1/dp of the gathered bytes.
+  const int dp = 8;
+  json doc = offload_doc(dp, 3, "cpu", "cpu");
+  doc["zero"]["stage3_param_persistence_threshold"] = 0;  // the tiny units would all persist
+  const Simulation sim = simulate_step(resolve_scenario(doc));
+  const Plan& plan = sim.plan.plan;
+  Bytes gathered = 0, copied = 0;
+  int gathers = 0, copies = 0;
+  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+    const std::string& name = plan.names[plan.ops[id].name];
+    if (name.rfind("gather(", 0) == 0) {
+      gathered += plan.collectives[plan.ops[id].work].bytes;
+      ++gathers;
+    }
+    if (name.rfind("param partition in", 0) == 0) {
+      copied += plan.ops[id].bytes;
+      ++copies;
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  EXPECT_EQ(copies, gathers);
+  EXPECT_EQ(copied * dp, gathered);
+}
+
+TEST(Offload, InvalidCombinationsNameTheKey) {
+  auto key_of = [](const json& doc) {
+    try {
+      resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(key_of(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
+  EXPECT_EQ(key_of(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
+  EXPECT_EQ(key_of(offload_doc(8, 2, "none", "none", true)),
+            "zero.offload_optimizer.delayed_param_update");
+  json no_nvme = offload_doc(8, 3, "nvme");
+  no_nvme["cluster"]["host"] = {{"nvme_bandwidth", 0}};
+  EXPECT_EQ(key_of(no_nvme), "zero.offload_optimizer.device");
+  json megatron = offload_doc(8, 1, "cpu");
+  megatron["parallel"]["framework"] = "megatron";
+  EXPECT_EQ(key_of(megatron), "zero.offload_optimizer.device");
+}
+
+}  // namespace
+}  // namespace zerosim
