@@ -79,6 +79,9 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
     if (work.kind == WorkKind::CpuOptimizerStep || work.kind == WorkKind::HostToDevice ||
         work.kind == WorkKind::DeviceToHost || work.kind == WorkKind::NvmeToDevice) {
       t = host_seconds(work);
+    } else if (work.kind == WorkKind::Quantize) {
+      // ZeRO++ (de)quantization kernels are memory-bound: their bytes at the HBM rate.
+      t = bytes_seconds(static_cast<double>(work.elements)) + c_.kernel_overhead_s;
     } else if (work.kind == WorkKind::OptimizerStep) {
       t = (s.sim.adam_params_per_s > 0
                ? static_cast<double>(work.elements) / s.sim.adam_params_per_s
@@ -204,7 +207,8 @@ double ComputeCost::block_seconds(WorkKind kind) const {
     case WorkKind::CpuOptimizerStep:
     case WorkKind::HostToDevice:
     case WorkKind::DeviceToHost:
-    case WorkKind::NvmeToDevice: break;
+    case WorkKind::NvmeToDevice:
+    case WorkKind::Quantize: break;
   }
   return 0;
 }

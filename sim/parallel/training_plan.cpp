@@ -28,15 +28,29 @@ double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
   return 0;
 }
 
+int dp_subgroup_size(const Scenario& s) {
+  const ZeroConfig& z = s.zero;
+  if (z.mics_shard_size > 0) return z.mics_shard_size;
+  if (z.hpz_partition_size > 1) return z.hpz_partition_size;
+  if (z.quantized_gradients) {
+    // qgZ's first all-to-all stays inside the node: the DP ranks a node holds.
+    const int per_node = std::max(1, s.cluster.gpus_per_node / (s.parallel.tp * s.parallel.cp));
+    return std::min(s.parallel.dp, per_node);
+  }
+  return 1;
+}
+
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Which group a template op's collective runs on, seen from the rank that runs it. Pipeline
 // transfers are two-member "collectives" (send first, receive second) on the group of an ordered
-// pair of adjacent stages.
-enum class Peer : std::uint8_t { Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext };
-constexpr int kNumPeers = 6;
+// pair of adjacent stages. DpShard and DpReplica split a DP group of dp ranks into dp / k
+// groups of k consecutive ranks (a node's share of the DP group, or a MiCS shard group) and k
+// groups of the ranks at the same position in each (dp_subgroup_size gives k).
+enum class Peer : std::uint8_t { Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica };
+constexpr int kNumPeers = 8;
 
 // A template op: what every rank of one pipeline stage runs (all DP and TP ranks of a stage run
 // the same sequence). Collectives are matched across ranks by (group, instance).
@@ -181,6 +195,8 @@ class StageBuilder {
   void flush(std::int32_t produced_by);
   void flush_elements(std::int64_t elements, std::int32_t produced_by);
   void epilogue(std::int32_t last_backward, bool last_of_step);
+  std::int32_t reduce_bucket(CollectiveKind kind, std::int64_t elements, Stream stream,
+                             const std::string& name, std::vector<std::int32_t> deps);
   Bytes grad_bytes_per_element() const;
 
   void optimizer_step();
@@ -230,6 +246,14 @@ class StageBuilder {
   void offload_gradients(std::int64_t elements, std::int32_t reduction);
   void offload_memory(StagePlan& info) const;
   std::int32_t last_grad_copy_ = -1;
+
+  // ---- DP sub-groups (MiCS / HYBRID_SHARD, ZeRO++ hpZ and qgZ) -----------------------------------
+  std::int32_t quantize_op(Bytes bytes, Stream stream, const std::string& name,
+                           std::vector<std::int32_t> deps);
+  static constexpr std::int64_t kQwzGroup = 8000;  // elements per fp32 scale (CUDAQuantizer)
+  int dp_subgroup_ = 1;
+  bool first_forward_ = false;   // the forward being emitted is its chunk's first in the step
+  std::vector<int> forwards_done_;  // per chunk
   bool accumulating_ = false;  // the backward being emitted is not its chunk's first this step
 };
 
@@ -321,21 +345,28 @@ class PlanBuilder {
       plan.cost_begin.push_back(0);
     }
     // The cluster ranks a group stands for: with folding, a DP group of one member stands for
-    // the whole DP group; other groups map member by member.
-    auto add_cost = [&](const std::vector<std::int32_t>& ranks, GroupKind kind) {
+    // the DP indices `folded_dp` (all of them for the whole DP group; the first shard or the
+    // first replica group for the sub-groups); other groups map member by member.
+    const int dp_all = s_.parallel.dp, k = dp_subgroup_size(s_);
+    std::vector<int> every_dp, first_shard, first_replica;
+    for (int d = 0; d < dp_all; ++d) every_dp.push_back(d);
+    for (int d = 0; d < k; ++d) first_shard.push_back(d);
+    for (int d = 0; d < dp_all; d += k) first_replica.push_back(d);
+    auto add_cost = [&](const std::vector<std::int32_t>& ranks, GroupKind kind,
+                        const std::vector<int>& folded_dp) {
       if (!fold_) return;
       if (kind == GroupKind::Dp) {
         const int first = plan.real_rank[ranks[0]];
         const int st = first / (tp * s_.parallel.dp), t = first % tp;
-        for (int d = 0; d < s_.parallel.dp; ++d) plan.cost_ranks.push_back(real_rank_of(st, d, t));
+        for (int d : folded_dp) plan.cost_ranks.push_back(real_rank_of(st, d, t));
       } else {
         for (std::int32_t r : ranks) plan.cost_ranks.push_back(plan.real_rank[r]);
       }
       plan.cost_begin.push_back(static_cast<std::uint32_t>(plan.cost_ranks.size()));
     };
     auto add_group = [&](const std::vector<std::int32_t>& ranks, const std::string& name,
-                         GroupKind kind) {
-      add_cost(ranks, kind);
+                         GroupKind kind, const std::vector<int>& folded_dp = {}) {
+      add_cost(ranks, kind, folded_dp.empty() ? every_dp : folded_dp);
       plan.group_ranks.insert(plan.group_ranks.end(), ranks.begin(), ranks.end());
       plan.group_begin.push_back(static_cast<std::uint32_t>(plan.group_ranks.size()));
       plan.group_names.push_back(name);
@@ -355,6 +386,31 @@ class PlanBuilder {
         for (int d = 0; d < dp_; ++d) {
           group_of[rank_of(st, d, t)][static_cast<int>(Peer::Dp)] = g;
           position[rank_of(st, d, t)][static_cast<int>(Peer::Dp)] = d;
+        }
+        if (k <= 1) continue;
+        // Shard groups: k consecutive DP ranks; replica groups: one rank of each shard group.
+        // Folded, the one DP member stands for the first of each.
+        const int shard = fold_ ? 1 : k, replicas = fold_ ? 1 : dp_all / k;
+        const std::string where = " s" + std::to_string(st) + " t" + std::to_string(t);
+        for (int j = 0; j < (fold_ ? 1 : dp_all / k); ++j) {
+          std::vector<std::int32_t> members;
+          for (int i = 0; i < shard; ++i) members.push_back(rank_of(st, j * k + i, t));
+          int sg = add_group(members, "dp-shard" + std::to_string(j) + where, GroupKind::Dp,
+                             first_shard);
+          for (int i = 0; i < shard; ++i) {
+            group_of[members[i]][static_cast<int>(Peer::DpShard)] = sg;
+            position[members[i]][static_cast<int>(Peer::DpShard)] = i;
+          }
+        }
+        for (int i = 0; i < shard; ++i) {
+          std::vector<std::int32_t> members;
+          for (int j = 0; j < replicas; ++j) members.push_back(rank_of(st, j * k + i, t));
+          int rg = add_group(members, "dp-replica" + std::to_string(i) + where, GroupKind::Dp,
+                             first_replica);
+          for (int j = 0; j < replicas; ++j) {
+            group_of[members[j]][static_cast<int>(Peer::DpReplica)] = rg;
+            position[members[j]][static_cast<int>(Peer::DpReplica)] = j;
+          }
         }
       }
       for (int d = 0; d < dp_; ++d) {
@@ -483,7 +539,9 @@ Template StageBuilder::build(StagePlan& info) {
     }
   }
   info.local_params = phi;
-  info.dp_partition = ceil_div(phi, s_.parallel.dp);
+  dp_subgroup_ = dp_subgroup_size(s_);
+  // MiCS / HYBRID_SHARD partition the model states over the shard group only.
+  info.dp_partition = ceil_div(phi, s_.zero.mics_shard_size > 0 ? dp_subgroup_ : s_.parallel.dp);
   // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
   // fp32 master weights and Adam moments per parameter, partitioned by stage.
   const int zs = s_.zero.stage;
@@ -528,6 +586,7 @@ Template StageBuilder::build(StagePlan& info) {
     alloc(MemCategory::Buffers, 2 * s_.zero.reduce_bucket_size, "ipg_buffer");
   }
   backwards_done_.assign(chunks_.size(), 0);
+  forwards_done_.assign(chunks_.size(), 0);
   if (zs == 3) {
     residency_.resize(chunks_.size());
     Bytes persistent = 0;
@@ -539,6 +598,17 @@ Template StageBuilder::build(StagePlan& info) {
     }
     // Persistent parameters stay gathered: a full 16-bit copy beside the partition.
     if (persistent > 0) alloc(MemCategory::Buffers, persistent, "persistent params");
+    if (s_.zero.hpz_partition_size > 1 && s_.zero.mics_shard_size <= 0) {
+      // hpZ's secondary partition: 1/k of every partitioned parameter in 16 bits, from its first
+      // gather until the optimizer step (ZeRO++ §3.2's memory cost).
+      Bytes secondary = 0;
+      for (std::size_t c = 0; c < chunks_.size(); ++c) {
+        for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
+          if (!residency_[c].persistent[u]) secondary += 2 * ceil_div(chunks_[c][u].params, dp_subgroup_);
+        }
+      }
+      alloc(MemCategory::Params, secondary, "hpz secondary partition");
+    }
   }
 
   const std::vector<Step> steps = schedule();
@@ -636,6 +706,7 @@ void StageBuilder::forward_pass(int mb, int chunk) {
   }
   const bool stage3 = s_.zero.stage == 3;
   const std::vector<Unit>& units = chunks_[chunk];
+  first_forward_ = forwards_done_[chunk]++ == 0;
   if (stage3) fetch_op_.assign(residency_[chunk].trace.size(), -1);
   std::int32_t prev = last_compute_;
   for (std::size_t u = 0; u < units.size(); ++u) {
@@ -799,7 +870,7 @@ void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_a
       continue;
     }
     const Unit& u = chunks_[chunk][r.trace[k].first];
-    const Bytes bytes = 2 * ceil_div(u.params, dp) * dp;
+    const bool backward = r.trace[k].second;
     std::int32_t a = alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream, {hook_after});
     std::vector<std::int32_t> deps = {a};
     if (offload_param()) {
@@ -809,9 +880,44 @@ void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_a
       deps.push_back(host_copy(from, 2 * ceil_div(u.params, dp), Stream::H2D,
                                "param partition in " + u.label, {hook_after}));
     }
-    fetch_op_[k] = collective(Peer::Dp, CollectiveKind::AllGather, bytes, stream,
-                              unit_name(u, r.trace[k].second ? "gather(bwd)" : "gather(fwd)"), deps);
+    // Which ranks hold the pieces: MiCS gathers inside its shard group; with hpZ only the first
+    // gather of a parameter in a step (the first forward) reads the primary partition over the
+    // whole DP group, every later one the node's secondary copy (DeepSpeed
+    // partition_parameters.py: ds_secondary_tensor, dropped after the optimizer step).
+    const bool shard_group = s_.zero.mics_shard_size > 0 ||
+                             (s_.zero.hpz_partition_size > 1 && (backward || !first_forward_));
+    const std::int64_t n = shard_group ? dp_subgroup_ : dp;
+    const Peer peer = shard_group ? Peer::DpShard : Peer::Dp;
+    const std::string name = unit_name(u, backward ? "gather(bwd)" : "gather(fwd)");
+    const std::int64_t piece = ceil_div(u.params, n);
+    // qwZ (DeepSpeed's CUDAQuantizer): int8 with one fp32 scale per group of at most ~8,000
+    // elements; the codes and the scales are two all-gathers on the same group, and the
+    // gathered weights are dequantized before use. MiCS ignores the flag (mics.py).
+    if (s_.zero.quantized_weights && s_.zero.mics_shard_size <= 0) {
+      const std::int32_t q = quantize_op(3 * piece, stream, "quantize " + name, deps);
+      const std::int32_t codes = collective(peer, CollectiveKind::AllGather, piece * n, stream,
+                                            name + " int8", {q});
+      const std::int32_t scales = collective(peer, CollectiveKind::AllGather,
+                                             4 * ceil_div(piece, kQwzGroup) * n, stream,
+                                             name + " scales", {codes});
+      fetch_op_[k] = quantize_op(3 * u.params, stream, "dequantize " + name, {scales});
+    } else {
+      fetch_op_[k] = collective(peer, CollectiveKind::AllGather, 2 * piece * n, stream, name, deps);
+    }
   }
+}
+
+// An elementwise (de)quantization kernel moving `bytes` through HBM.
+std::int32_t StageBuilder::quantize_op(Bytes bytes, Stream stream, const std::string& name,
+                                       std::vector<std::int32_t> deps) {
+  const std::int32_t w = static_cast<std::int32_t>(works_.size());
+  works_.push_back({WorkKind::Quantize, bytes, 0});
+  TemplateOp op;
+  op.kind = OpKind::Compute;
+  op.stream = stream;
+  op.phase = Phase::Communication;
+  op.work = w;
+  return add(op, name, deps);
 }
 
 // ---- gradient buckets -------------------------------------------------------------------------
@@ -929,8 +1035,7 @@ void StageBuilder::flush_elements(std::int64_t elements, std::int32_t produced_b
   const CollectiveKind kind = reduction_kind(what);
   std::vector<std::int32_t> deps;
   if (produced_by >= 0) deps.push_back(produced_by);
-  std::int32_t red = collective(Peer::Dp, kind, grad_bytes_per_element() * elements, stream,
-                                what + " #" + std::to_string(bucket_count_), deps);
+  std::int32_t red = reduce_bucket(kind, elements, stream, what + " #" + std::to_string(bucket_count_), deps);
   ++bucket_count_;
   if (offload_optimizer()) offload_gradients(elements, red);
   if (stream == Stream::DpComm && z.stage != 0) {
@@ -945,10 +1050,55 @@ void StageBuilder::flush_elements(std::int64_t elements, std::int32_t produced_b
   last_reduction_ = red;
 }
 
+// One gradient bucket's reduction, by sharding variant. Returns the op after which this rank's
+// partition of the bucket is reduced.
+std::int32_t StageBuilder::reduce_bucket(CollectiveKind kind, std::int64_t elements, Stream stream,
+                                         const std::string& name, std::vector<std::int32_t> deps) {
+  const ZeroConfig& z = s_.zero;
+  const Bytes g = grad_bytes_per_element();
+  const std::int64_t k = dp_subgroup_, dp = s_.parallel.dp;
+  if (z.mics_shard_size > 0) {
+    // Reduce-scatter inside the shard group; PyTorch FSDP HYBRID_SHARD then all-reduces the
+    // shard across the replicas at once (_runtime_utils.py _reduce_grad); DeepSpeed MiCS does it
+    // once per step, at the accumulation boundary (mics.py), see epilogue().
+    std::int32_t rs = collective(Peer::DpShard, kind, g * elements, stream, name, deps);
+    if (s_.parallel.framework != Framework::Fsdp || k == dp) return rs;
+    return collective(Peer::DpReplica, CollectiveKind::AllReduce, g * ceil_div(elements, k),
+                      stream, name + " (replicas)", {rs});
+  }
+  if (z.quantized_gradients && z.stage == 3 && k < dp) {
+    // qgZ (DeepSpeed all_to_all_quant_reduce): int4 codes with fp32 scales (a group per row,
+    // ~hidden elements); an all-to-all inside the node, a dequantize-reduce-requantize leaving
+    // 1/k of the bucket, an all-to-all across nodes, and a final dequantize and sum. Used only
+    // across nodes; the result is this rank's reduce-scatter partition.
+    const std::int64_t h = std::max<std::int64_t>(1, s_.model.hidden_size);
+    const Bytes codes = ceil_div(elements, 2), scales = 4 * ceil_div(elements, h);
+    std::int32_t q = quantize_op(g * elements + codes, stream, "quantize " + name, deps);
+    std::int32_t intra = collective(Peer::DpShard, CollectiveKind::AllToAll, codes + scales, stream,
+                                    name + " int4 all_to_all (node)", {q});
+    std::int32_t r = quantize_op(codes + scales + ceil_div(codes, k), stream,
+                                 "reduce-requantize " + name, {intra});
+    std::int32_t inter = collective(Peer::DpReplica, CollectiveKind::AllToAll,
+                                    ceil_div(codes + scales, k), stream,
+                                    name + " int4 all_to_all (nodes)", {r});
+    return quantize_op(ceil_div(codes, k) + g * ceil_div(elements, dp), stream,
+                       "dequantize " + name, {inter});
+  }
+  return collective(Peer::Dp, kind, g * elements, stream, name, deps);
+}
+
 void StageBuilder::epilogue(std::int32_t last_backward, bool last_of_step) {
   flush(last_backward);
   const int zs = s_.zero.stage;
   const Stream stream = reduction_stream();
+  if (last_of_step && s_.zero.mics_shard_size > 0 && s_.parallel.framework != Framework::Fsdp &&
+      dp_subgroup_ < s_.parallel.dp && last_reduction_ >= 0) {
+    // DeepSpeed MiCS: the reduced shard is all-reduced across the replication group once, at
+    // the accumulation boundary (all_reduce_coalesced over param_repli_group).
+    last_reduction_ = collective(Peer::DpReplica, CollectiveKind::AllReduce,
+                                 grad_bytes_per_element() * info_->dp_partition, stream,
+                                 "grad all_reduce (replicas)", {last_reduction_});
+  }
   if (last_reduction_ >= 0 && stream == Stream::DpComm && zs != 0) {
     host_waits_.push_back(last_reduction_);  // accelerator synchronize in the epilogue
   }
@@ -997,13 +1147,15 @@ void StageBuilder::optimizer_step() {
 // stage 3 only its persistent (never released) parameters.
 void StageBuilder::parameter_gather(std::int32_t after, Stream stream) {
   const int zs = s_.zero.stage;
-  const std::int64_t dp = s_.parallel.dp;
+  const bool shards = s_.zero.mics_shard_size > 0;
+  const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp;
+  const Peer peer = shards ? Peer::DpShard : Peer::Dp;
   const std::int32_t step = after;
   if (zs == 1 || zs == 2) {
     // DeepSpeed's all_gather_dp_groups: one all_gather_into_tensor of the whole 16-bit flat
     // buffer (allgather_bucket_size is unused with current PyTorch), synchronous. Megatron's
     // distributed optimizer gathers the updated parameters the same way.
-    collective(Peer::Dp, CollectiveKind::AllGather, 2 * info_->dp_partition * dp, stream,
+    collective(peer, CollectiveKind::AllGather, 2 * info_->dp_partition * dp, stream,
                "param all_gather", {step});
   }
   if (zs == 3) {
@@ -1014,7 +1166,7 @@ void StageBuilder::parameter_gather(std::int32_t after, Stream stream) {
       }
     }
     if (persistent > 0) {
-      collective(Peer::Dp, CollectiveKind::AllGather, 2 * ceil_div(persistent, dp) * dp,
+      collective(peer, CollectiveKind::AllGather, 2 * ceil_div(persistent, dp) * dp,
                  stream, "persistent param all_gather", {step});
     }
   }
@@ -1042,7 +1194,8 @@ std::int32_t StageBuilder::host_copy(WorkKind k, Bytes bytes, Stream stream,
 }
 
 void StageBuilder::offload_gradients(std::int64_t elements, std::int32_t reduction) {
-  const Bytes share = 2 * ceil_div(elements, s_.parallel.dp);
+  const Bytes share =
+      2 * ceil_div(elements, s_.zero.mics_shard_size > 0 ? dp_subgroup_ : s_.parallel.dp);
   const Stream stream = reduction_stream();
   std::int32_t after = reduction;
   if (s_.zero.stage <= 2 && accumulating_ && reduce_when() == ReduceWhen::EveryBackward) {

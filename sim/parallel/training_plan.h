@@ -18,12 +18,13 @@ namespace zerosim {
 enum class WorkKind : std::uint8_t {
   EmbedForward, EmbedBackward, AttentionForward, AttentionBackward, MlpForward, MlpBackward,
   HeadForward, HeadBackward, OptimizerStep, CpuOptimizerStep, HostToDevice, DeviceToHost,
-  NvmeToDevice
+  NvmeToDevice, Quantize
 };
 
 struct Work {
   WorkKind kind = WorkKind::AttentionForward;
-  // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved.
+  // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved;
+  // Quantize: bytes read and written in HBM.
   std::int64_t elements = 0;
   // CpuOptimizerStep: bytes swapped between host memory and NVMe around the step (ZeRO-Infinity).
   std::int64_t nvme_bytes = 0;
@@ -59,6 +60,11 @@ struct TrainingPlan {
 // With `fold`, only the first data-parallel replica is instantiated (see Plan::real_rank): exact
 // whenever replicas cannot interfere, i.e. with the analytical network on a homogeneous cluster.
 TrainingPlan build_training_plan(const Scenario& s, bool fold = false);
+
+// The size k of the DP sub-groups (k consecutive DP ranks; dp / k of them, and k groups across
+// them): MiCS / HYBRID_SHARD's shard group, ZeRO++ hpZ's secondary partition group, or for qgZ
+// the DP ranks of one node. 1 when the scenario needs none.
+int dp_subgroup_size(const Scenario& s);
 
 // Bytes one rank sends in a ring collective of `kind` over n ranks with buffer size `bytes`
 // (NCCL's convention: all-gather's buffer is the gathered output, reduce-scatter's the input).

@@ -24,6 +24,7 @@ const char* work_name(WorkKind k) {
     case WorkKind::HostToDevice: return "host_to_device";
     case WorkKind::DeviceToHost: return "device_to_host";
     case WorkKind::NvmeToDevice: return "nvme_to_device";
+    case WorkKind::Quantize: return "quantize";
   }
   return "?";
 }

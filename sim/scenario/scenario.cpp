@@ -627,6 +627,57 @@ Scenario resolve_scenario(const json& doc) {
   if (z.mics_shard_size == 0) {
     throw InputError("zero.mics_shard_size", "must be -1 (off) or a positive group size, got 0");
   }
+  // ZeRO++ and MiCS as DeepSpeed (and PyTorch FSDP for hybrid sharding) implement them.
+  const bool deepspeed = p.framework == Framework::DeepSpeed;
+  auto need_stage3 = [&](const char* key, const char* what) {
+    if (z.stage != 3 || !deepspeed) {
+      throw InputError(key, std::string(what) + " works on DeepSpeed's partitioned (stage-3) "
+                                                "parameters; needs zero.stage 3 and "
+                                                "parallel.framework deepspeed");
+    }
+  };
+  auto need_divisor = [&](const char* key, int k) {
+    if (p.dp % k != 0) {
+      throw InputError(key, "must divide the data-parallel degree (" + std::to_string(p.dp) +
+                                "), got " + std::to_string(k));
+    }
+  };
+  if (z.quantized_weights) need_stage3("zero.zero_quantized_weights", "qwZ");
+  if (z.quantized_gradients) need_stage3("zero.zero_quantized_gradients", "qgZ");
+  if (z.hpz_partition_size > 1) {
+    need_stage3("zero.zero_hpz_partition_size", "hpZ");
+    need_divisor("zero.zero_hpz_partition_size", z.hpz_partition_size);
+  }
+  if (z.mics_shard_size > 0) {
+    const bool fsdp = p.framework == Framework::Fsdp;
+    if (!(fsdp && z.stage >= 2) && !(deepspeed && z.stage == 3)) {
+      throw InputError("zero.mics_shard_size",
+                       "hybrid sharding is DeepSpeed MiCS (zero.stage 3) or PyTorch FSDP "
+                       "HYBRID_SHARD (parallel.framework fsdp, zero.stage 2 or 3)");
+    }
+    need_divisor("zero.mics_shard_size", z.mics_shard_size);
+    if (z.hpz_partition_size > 1 || z.quantized_gradients) {
+      throw InputError("zero.mics_shard_size",
+                       "MiCS does not combine with hpZ or qgZ in DeepSpeed; set "
+                       "zero.zero_hpz_partition_size 1 and zero.zero_quantized_gradients false");
+    }
+  }
+  if (z.quantized_gradients) {
+    const int per_node = std::max(1, s.cluster.gpus_per_node / (p.tp * p.cp));
+    const int local = std::min(p.dp, per_node);
+    if (p.dp % local != 0) {
+      throw InputError("zero.zero_quantized_gradients",
+                       "qgZ's all-to-all goes node by node: the data-parallel degree (" +
+                           std::to_string(p.dp) + ") must be a multiple of the DP ranks per node (" +
+                           std::to_string(local) + ")");
+    }
+    if (z.hpz_partition_size > 1 && z.hpz_partition_size != local) {
+      throw InputError("zero.zero_hpz_partition_size",
+                       "with qgZ, zerosim needs the hpZ group to be the node's DP ranks (" +
+                           std::to_string(local) + "), got " +
+                           std::to_string(z.hpz_partition_size));
+    }
+  }
   if (p.framework == Framework::Fsdp && z.stage != 3 && z.stage != 2) {
     throw InputError("zero.stage", "FSDP shards as ZeRO-3 (FULL_SHARD) or ZeRO-2 "
                                    "(SHARD_GRAD_OP); allowed: 2, 3");

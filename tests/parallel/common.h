@@ -71,6 +71,7 @@ class FixedCompute : public ComputeModel {
       case WorkKind::HostToDevice:
       case WorkKind::DeviceToHost:
       case WorkKind::NvmeToDevice:
+      case WorkKind::Quantize:
         return 1;
     }
     return 0;

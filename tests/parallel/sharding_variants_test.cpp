@@ -1,0 +1,174 @@
+// ZeRO++ (Wang et al. 2023, arXiv:2306.10209) and hybrid sharding (MiCS, PyTorch FSDP
+// HYBRID_SHARD) against closed forms, on two DGX A100 nodes (16 GPUs, DP 16) with the tiny model
+// and persistence off so that every unit is gathered:
+//   qwZ:  each gather moves int8 codes (half the fp16 bytes) plus one fp32 scale per 8,000
+//         elements of a rank's piece, as a second all-gather.
+//   hpZ:  the first forward gathers over the 16 ranks; every later gather (backward, later
+//         micro-batches) over the 8 ranks of a node: no inter-node bytes.
+//   qgZ:  a bucket of E gradient elements leaves as int4 (E/2 bytes) through a node-local
+//         all-to-all, then E/2/8 bytes across nodes.
+//   MiCS: model states partitioned over the shard group (k = 8): 12 Phi / k bytes of optimizer
+//         states; gathers inside the shard group.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/report/simulate.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim {
+namespace {
+
+using namespace testing_plan;
+
+json variant_doc(json zero, int gas = 1, const char* framework = "deepspeed") {
+  zero["stage"] = zero.value("stage", 3);
+  zero["stage3_param_persistence_threshold"] = 0;
+  json d = tiny_doc(16, std::move(zero), gas);
+  d["parallel"]["framework"] = framework;
+  return d;
+}
+
+struct Gathers {
+  Bytes codes = 0, scales = 0, fp16 = 0;
+  int count = 0;
+};
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// Rank 0's collectives whose op name starts with `prefix`.
+std::vector<OpId> ops_named(const Plan& plan, const char* prefix) {
+  std::vector<OpId> out;
+  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+    if (plan.ops[id].kind == OpKind::Collective && starts_with(plan.names[plan.ops[id].name], prefix)) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
+std::set<int> nodes_of(const Plan& plan, OpId op) {
+  const int g = plan.collectives[plan.ops[op].work].group;
+  std::set<int> nodes;
+  for (int i = 0; i < plan.cost_size(g); ++i) nodes.insert(plan.cost_members(g)[i] / 8);
+  return nodes;
+}
+
+TEST(ZeroPlusPlus, QuantizedWeightsHalveTheGatherBytesPlusScales) {
+  const TrainingPlan plain = build_training_plan(resolve_scenario(variant_doc(json::object())), true);
+  const TrainingPlan qwz = build_training_plan(
+      resolve_scenario(variant_doc({{"zero_quantized_weights", true}})), true);
+  Bytes fp16 = 0, codes = 0, scales = 0, expected_scales = 0;
+  for (OpId id : ops_named(plain.plan, "gather(")) {
+    const Bytes b = plain.plan.collectives[plain.plan.ops[id].work].bytes;
+    fp16 += b;
+    const Bytes piece = b / 2 / 16;  // the tiny units divide by 16
+    expected_scales += 4 * ((piece + 7999) / 8000) * 16;
+  }
+  for (OpId id : ops_named(qwz.plan, "gather(")) {
+    const std::string& name = qwz.plan.names[qwz.plan.ops[id].name];
+    const Bytes b = qwz.plan.collectives[qwz.plan.ops[id].work].bytes;
+    if (name.find(" int8") != std::string::npos) codes += b;
+    if (name.find(" scales") != std::string::npos) scales += b;
+  }
+  EXPECT_GT(fp16, 0);
+  EXPECT_EQ(2 * codes, fp16);
+  EXPECT_EQ(scales, expected_scales);
+}
+
+TEST(ZeroPlusPlus, HpzKeepsEveryGatherButTheFirstForwardInsideTheNode) {
+  // Reuse distance 0: the backward gathers again what the forward released.
+  const json hpz_zero = {{"zero_hpz_partition_size", 8}, {"stage3_max_reuse_distance", 0}};
+  const TrainingPlan tp = build_training_plan(resolve_scenario(variant_doc(hpz_zero, 2)), false);
+  int first_forward = 0, later = 0;
+  for (OpId id : ops_named(tp.plan, "gather(")) {
+    const std::string& name = tp.plan.names[tp.plan.ops[id].name];
+    const std::set<int> nodes = nodes_of(tp.plan, id);
+    if (nodes.size() == 2) {
+      EXPECT_TRUE(starts_with(name, "gather(fwd)")) << name;
+      ++first_forward;
+    } else {
+      EXPECT_EQ(nodes.size(), 1u) << name;
+      ++later;
+    }
+  }
+  // Two micro-batches: the first forward's gathers span both nodes; the second forward's and
+  // both backwards' stay in the node.
+  EXPECT_GT(first_forward, 0);
+  EXPECT_EQ(later, 3 * first_forward);
+  const StepReport hpz = simulate_step(resolve_scenario(variant_doc(hpz_zero, 2))).report;
+  const StepReport plain =
+      simulate_step(resolve_scenario(variant_doc({{"stage3_max_reuse_distance", 0}}, 2))).report;
+  EXPECT_LT(hpz.internode_bytes_per_gpu[0], plain.internode_bytes_per_gpu[0]);
+}
+
+TEST(ZeroPlusPlus, QuantizedGradientsMoveInt4NodeByNode) {
+  const TrainingPlan tp = build_training_plan(
+      resolve_scenario(variant_doc({{"zero_quantized_gradients", true}})), true);
+  const TrainingPlan rs = build_training_plan(resolve_scenario(variant_doc(json::object())), true);
+  const std::vector<OpId> node = ops_named(tp.plan, "grad reduce_scatter");
+  std::vector<OpId> intra, inter;
+  for (OpId id : node) {
+    const std::string& name = tp.plan.names[tp.plan.ops[id].name];
+    (name.find("(nodes)") != std::string::npos ? inter : intra).push_back(id);
+  }
+  const std::vector<OpId> plain = ops_named(rs.plan, "grad reduce_scatter");
+  ASSERT_EQ(intra.size(), plain.size());
+  ASSERT_EQ(inter.size(), plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    const Bytes fp16 = rs.plan.collectives[rs.plan.ops[plain[i]].work].bytes;
+    const Bytes elements = fp16 / 2;
+    const Bytes scales = 4 * ((elements + 63) / 64);  // one per hidden (64) elements
+    EXPECT_EQ(tp.plan.collectives[tp.plan.ops[intra[i]].work].bytes, elements / 2 + scales);
+    EXPECT_EQ(tp.plan.collectives[tp.plan.ops[inter[i]].work].bytes, (elements / 2 + scales + 7) / 8);
+    EXPECT_EQ(nodes_of(tp.plan, intra[i]).size(), 1u);
+    EXPECT_EQ(tp.plan.collectives[tp.plan.ops[intra[i]].work].kind, CollectiveKind::AllToAll);
+  }
+}
+
+TEST(HybridSharding, MicsPartitionsTheStatesOverTheShardGroup) {
+  const StepReport rep = memory_report(resolve_scenario(variant_doc({{"mics_shard_size", 8}})));
+  EXPECT_EQ(rep.memory.category_max[static_cast<int>(MemCategory::OptimizerStates)],
+            12 * kTinyPhi / 8);
+  const TrainingPlan tp = build_training_plan(
+      resolve_scenario(variant_doc({{"mics_shard_size", 8}})), false);
+  for (OpId id : ops_named(tp.plan, "gather(")) EXPECT_EQ(nodes_of(tp.plan, id).size(), 1u);
+  // Once per step, the reduced shards are all-reduced across the two replicas.
+  EXPECT_EQ(ops_named(tp.plan, "grad all_reduce (replicas)").size(), 1u);
+}
+
+TEST(HybridSharding, FsdpHybridShardAllReducesEveryBucketAcrossReplicas) {
+  // Sent per GPU per step, F = 2 Phi, k = 8 shard ranks, r = 2 replicas, stage 3 resharding
+  // after forward (reuse distance 0), one micro-batch: gathers forward and backward 2F(k-1)/k, reduce-scatter F(k-1)/k, all-reduce of
+  // the F/k shard across replicas 2(F/k)(r-1)/r.
+  const Scenario s = resolve_scenario(
+      variant_doc({{"mics_shard_size", 8}, {"stage3_max_reuse_distance", 0}}, 1, "fsdp"));
+  const StepReport rep = simulate_step(s).report;
+  const double F = 2.0 * kTinyPhi, k = 8, r = 2;
+  EXPECT_NEAR(rep.comm_bytes_per_gpu[0],
+              3 * F * (k - 1) / k + 2 * (F / k) * (r - 1) / r, 1e-6 * F);
+}
+
+TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
+  auto key_of = [](const json& doc) {
+    try {
+      resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(key_of(variant_doc({{"stage", 2}, {"zero_quantized_weights", true}})),
+            "zero.zero_quantized_weights");
+  EXPECT_EQ(key_of(variant_doc({{"zero_hpz_partition_size", 3}})), "zero.zero_hpz_partition_size");
+  EXPECT_EQ(key_of(variant_doc({{"mics_shard_size", 5}})), "zero.mics_shard_size");
+  EXPECT_EQ(key_of(variant_doc({{"mics_shard_size", 8}, {"zero_hpz_partition_size", 8}})),
+            "zero.mics_shard_size");
+  EXPECT_EQ(key_of(variant_doc({{"zero_quantized_gradients", true}, {"zero_hpz_partition_size", 4}})),
+            "zero.zero_hpz_partition_size");
+}
+
+}  // namespace
+}  // namespace zerosim
