@@ -1,6 +1,7 @@
 #include "sim/parallel/training_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -252,6 +253,8 @@ class StageBuilder {
                            std::vector<std::int32_t> deps);
   static constexpr std::int64_t kQwzGroup = 8000;  // elements per fp32 scale (CUDAQuantizer)
   int dp_subgroup_ = 1;
+  std::int32_t overlapped_param_gather(int chunk, std::size_t u, std::int32_t current);
+  std::int32_t next_param_gather_ = -1;
   bool first_forward_ = false;   // the forward being emitted is its chunk's first in the step
   std::vector<int> forwards_done_;  // per chunk
   bool accumulating_ = false;  // the backward being emitted is not its chunk's first this step
@@ -709,12 +712,17 @@ void StageBuilder::forward_pass(int mb, int chunk) {
   first_forward_ = forwards_done_[chunk]++ == 0;
   if (stage3) fetch_op_.assign(residency_[chunk].trace.size(), -1);
   std::int32_t prev = last_compute_;
+  std::int32_t bucket_gather = -1;
   for (std::size_t u = 0; u < units.size(); ++u) {
     const Unit& unit = units[u];
     std::vector<std::int32_t> deps;
     if (stage3) {
       issue_fetches(chunk, u, prev);
       if (fetch_op_[u] >= 0) deps.push_back(fetch_op_[u]);
+    }
+    if (first_forward_ && s_.parallel.overlap_param_gather) {
+      bucket_gather = overlapped_param_gather(chunk, u, bucket_gather);
+      deps.push_back(bucket_gather);
     }
     if (unit.forward == WorkKind::AttentionForward) {
       alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
@@ -907,6 +915,45 @@ void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_a
   }
 }
 
+// Megatron --overlap-param-gather: the distributed optimizer's all-gather of the updated
+// parameters moves into the next step's forward. A forward pre-hook waits for its bucket's
+// gather and then dispatches the next bucket's, so the first bucket is exposed and each later
+// one overlaps the forward of the bucket before it (distributed_data_parallel.py forward
+// pre-hooks, param_and_grad_buffer.py finish_param_sync). Buckets follow the gradient buckets'
+// size, in forward order. In the steady state this step's gathers bring the previous step's
+// update. Returns the gather op that unit u's forward waits for.
+std::int32_t StageBuilder::overlapped_param_gather(int chunk, std::size_t u, std::int32_t current) {
+  const std::vector<Unit>& units = chunks_[chunk];
+  const std::int64_t limit = bucket_limit();
+  // Bucket boundaries of this chunk in forward order: a bucket closes once it reaches the limit.
+  std::int64_t filled = 0;
+  std::size_t start = 0;
+  std::vector<std::pair<std::size_t, std::int64_t>> buckets;  // (first unit, elements)
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    filled += units[i].params;
+    if (filled >= limit || i + 1 == units.size()) {
+      buckets.push_back({start, filled});
+      start = i + 1;
+      filled = 0;
+    }
+  }
+  std::size_t b = 0;
+  while (b + 1 < buckets.size() && buckets[b + 1].first <= u) ++b;
+  if (buckets[b].first != u) return current;  // inside a bucket already waited for
+  const std::int64_t dp = s_.parallel.dp;
+  auto gather = [&](std::size_t i, std::vector<std::int32_t> deps) {
+    return collective(Peer::Dp, CollectiveKind::AllGather,
+                      2 * ceil_div(buckets[i].second, dp) * dp, Stream::DpComm,
+                      "param all_gather (overlapped) bucket " + std::to_string(i) + " c" +
+                          std::to_string(chunk),
+                      deps);
+  };
+  if (b == 0) next_param_gather_ = gather(0, {last_compute_});
+  const std::int32_t mine = next_param_gather_;
+  if (b + 1 < buckets.size()) next_param_gather_ = gather(b + 1, {mine});
+  return mine;
+}
+
 // An elementwise (de)quantization kernel moving `bytes` through HBM.
 std::int32_t StageBuilder::quantize_op(Bytes bytes, Stream stream, const std::string& name,
                                        std::vector<std::int32_t> deps) {
@@ -925,6 +972,10 @@ ReduceWhen StageBuilder::reduce_when() const {
   const int zs = s_.zero.stage;
   switch (s_.parallel.framework) {
     case Framework::Megatron:
+      // --overlap-grad-reduce: buckets are reduced as their gradients become ready in the last
+      // micro-batch's backward (DistributedDataParallel.register_grad_ready).
+      if (zs < 2 && s_.parallel.overlap_grad_reduce) return ReduceWhen::LastBackward;
+      return zs >= 2 ? ReduceWhen::EveryBackward : ReduceWhen::AfterBackward;
     case Framework::Nanotron:
       return zs >= 2 ? ReduceWhen::EveryBackward : ReduceWhen::AfterBackward;
     case Framework::Fsdp: return ReduceWhen::EveryBackward;
@@ -940,6 +991,11 @@ Stream StageBuilder::reduction_stream() const {
   const ReduceWhen when = reduce_when();
   if (when == ReduceWhen::AfterBackward) return Stream::Compute;
   if (s_.zero.stage == 0) return Stream::DpComm;  // DDP's reducer has its own NCCL stream
+  // Megatron's overlapped bucket reductions are asynchronous collectives (async_op=True), which
+  // PyTorch runs on the process group's own NCCL stream.
+  if (s_.parallel.framework == Framework::Megatron && s_.parallel.overlap_grad_reduce) {
+    return Stream::DpComm;
+  }
   return s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
 }
 
@@ -958,6 +1014,11 @@ Bytes StageBuilder::grad_bytes_per_element() const {
 std::int64_t StageBuilder::bucket_limit() const {
   const Framework f = s_.parallel.framework;
   if (f == Framework::Megatron || f == Framework::Nanotron) {
+    // Megatron-core gives pipeline ranks after the first one a single bucket
+    // (distributed_data_parallel.py: bucket_size None when pp_rank > 0).
+    if (f == Framework::Megatron && s_.parallel.overlap_grad_reduce && stage_ > 0) {
+      return std::numeric_limits<std::int64_t>::max();
+    }
     return std::max<std::int64_t>(40'000'000, 1'000'000LL * s_.parallel.dp);
   }
   if (s_.zero.stage == 0 && reduce_when() == ReduceWhen::LastBackward) {
@@ -1038,7 +1099,7 @@ void StageBuilder::flush_elements(std::int64_t elements, std::int32_t produced_b
   std::int32_t red = reduce_bucket(kind, elements, stream, what + " #" + std::to_string(bucket_count_), deps);
   ++bucket_count_;
   if (offload_optimizer()) offload_gradients(elements, red);
-  if (stream == Stream::DpComm && z.stage != 0) {
+  if (stream == Stream::DpComm && z.stage != 0 && s_.parallel.framework == Framework::DeepSpeed) {
     // The compute stream waits before filling the bucket that is being reduced: with two IPG
     // buffers (stages 1/2) on the reduction before this one; stage 3 keeps at most two
     // reductions in flight (max_param_reduce_events).
@@ -1099,7 +1160,8 @@ void StageBuilder::epilogue(std::int32_t last_backward, bool last_of_step) {
                                  grad_bytes_per_element() * info_->dp_partition, stream,
                                  "grad all_reduce (replicas)", {last_reduction_});
   }
-  if (last_reduction_ >= 0 && stream == Stream::DpComm && zs != 0) {
+  if (last_reduction_ >= 0 && stream == Stream::DpComm && zs != 0 &&
+      s_.parallel.framework == Framework::DeepSpeed) {
     host_waits_.push_back(last_reduction_);  // accelerator synchronize in the epilogue
   }
   if (ipg_allocated_ && (zs == 2 || last_of_step)) {
@@ -1151,7 +1213,7 @@ void StageBuilder::parameter_gather(std::int32_t after, Stream stream) {
   const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp;
   const Peer peer = shards ? Peer::DpShard : Peer::Dp;
   const std::int32_t step = after;
-  if (zs == 1 || zs == 2) {
+  if ((zs == 1 || zs == 2) && !s_.parallel.overlap_param_gather) {
     // DeepSpeed's all_gather_dp_groups: one all_gather_into_tensor of the whole 16-bit flat
     // buffer (allgather_bucket_size is unused with current PyTorch), synchronous. Megatron's
     // distributed optimizer gathers the updated parameters the same way.

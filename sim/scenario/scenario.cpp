@@ -627,6 +627,18 @@ Scenario resolve_scenario(const json& doc) {
   if (z.mics_shard_size == 0) {
     throw InputError("zero.mics_shard_size", "must be -1 (off) or a positive group size, got 0");
   }
+  // Megatron's overlap flags: DDP (stage 0) or the distributed optimizer (stage 1); the
+  // parameter gather exists only with the distributed optimizer (Megatron asserts it).
+  if (p.overlap_grad_reduce && !(p.framework == Framework::Megatron && z.stage <= 1)) {
+    throw InputError("parallel.overlap_grad_reduce",
+                     "a Megatron-LM flag: needs parallel.framework megatron and zero.stage 0 "
+                     "(DDP) or 1 (distributed optimizer)");
+  }
+  if (p.overlap_param_gather && !(p.framework == Framework::Megatron && z.stage == 1)) {
+    throw InputError("parallel.overlap_param_gather",
+                     "a Megatron-LM distributed-optimizer flag: needs parallel.framework "
+                     "megatron and zero.stage 1");
+  }
   // ZeRO++ and MiCS as DeepSpeed (and PyTorch FSDP for hybrid sharding) implement them.
   const bool deepspeed = p.framework == Framework::DeepSpeed;
   auto need_stage3 = [&](const char* key, const char* what) {

@@ -1,0 +1,117 @@
+// Megatron's --overlap-grad-reduce and --overlap-param-gather against a hand-written reference
+// of their schedules, with the fixed costs of common.h (forward: embedding 1 us, attention 2,
+// MLP 3, head 4; backward: head 8, MLP 6, attention 4, embedding 2; step 5; all-gather 6,
+// reduce-scatter 5) on one folded rank of llama2-7b (DP 2, distributed optimizer, one
+// micro-batch). Every unit of that model holds more than Megatron's 40M-element bucket, so each
+// unit is one bucket.
+//   no overlap:      forward, backward, the reduce-scatters one after another on the compute
+//                    stream, the step, one parameter all-gather.
+//   grad overlap:    each bucket's reduce-scatter starts on the DP stream when its backward ends
+//                    (or when the previous reduce-scatter ends); the step waits for the last.
+//   param overlap:   bucket b's all-gather starts when b-1's ends (the first at 0); unit b's
+//                    forward starts when its gather and the previous unit are done; no gather
+//                    after the step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim {
+namespace {
+
+using namespace testing_plan;
+
+json megatron_doc(bool grad, bool param) {
+  return {{"model", "llama2-7b"},
+          {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
+          {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 1}}},
+          {"parallel", {{"framework", "megatron"}, {"overlap_grad_reduce", grad},
+                        {"overlap_param_gather", param}}},
+          {"zero", {{"stage", 1}}}};
+}
+
+SimTime step_us(const json& doc) {
+  const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+  FixedCompute compute(tp);
+  FixedComm comm;
+  return run_engine(tp.plan, compute, comm).makespan / kPicosPerMicro;
+}
+
+constexpr int kLayers = 32;
+
+// Forward and backward durations of the units in forward order.
+std::vector<SimTime> forward_units() {
+  std::vector<SimTime> f = {1};
+  for (int l = 0; l < kLayers; ++l) {
+    f.push_back(2);
+    f.push_back(3);
+  }
+  f.push_back(4);
+  return f;
+}
+std::vector<SimTime> backward_units() {  // in backward order
+  std::vector<SimTime> b = {8};
+  for (int l = 0; l < kLayers; ++l) {
+    b.push_back(6);
+    b.push_back(4);
+  }
+  b.push_back(2);
+  return b;
+}
+
+TEST(MegatronOverlap, NoOverlapRunsEverythingInSeries) {
+  SimTime fwd = 0, bwd = 0;
+  for (SimTime t : forward_units()) fwd += t;
+  for (SimTime t : backward_units()) bwd += t;
+  const SimTime buckets = forward_units().size();
+  EXPECT_EQ(step_us(megatron_doc(false, false)), fwd + bwd + 5 * buckets + 5 + 6);
+}
+
+TEST(MegatronOverlap, GradientBucketsReduceDuringTheBackward) {
+  SimTime t = 0;
+  for (SimTime f : forward_units()) t += f;
+  SimTime dp_free = 0;
+  for (SimTime b : backward_units()) {
+    t += b;                               // this bucket's gradients are ready
+    dp_free = std::max(dp_free, t) + 5;   // its reduce-scatter on the DP stream
+  }
+  const SimTime expected = std::max(t, dp_free) + 5 + 6;
+  EXPECT_EQ(step_us(megatron_doc(true, false)), expected);
+  EXPECT_LT(expected, step_us(megatron_doc(false, false)));
+}
+
+TEST(MegatronOverlap, ParameterGathersOverlapTheNextForward) {
+  const std::vector<SimTime> f = forward_units();
+  SimTime gather_end = 0, compute_end = 0;
+  for (SimTime d : f) {
+    gather_end += 6;  // each gather starts when the previous one ends
+    compute_end = std::max(compute_end, gather_end) + d;
+  }
+  SimTime bwd = 0;
+  for (SimTime b : backward_units()) bwd += b;
+  const SimTime expected = compute_end + bwd + 5 * f.size() + 5;  // no gather after the step
+  EXPECT_EQ(step_us(megatron_doc(false, true)), expected);
+}
+
+TEST(MegatronOverlap, FlagsNeedMegatronAndTheDistributedOptimizer) {
+  auto key_of = [](json doc) {
+    try {
+      resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  json deepspeed = megatron_doc(true, false);
+  deepspeed["parallel"]["framework"] = "deepspeed";
+  EXPECT_EQ(key_of(deepspeed), "parallel.overlap_grad_reduce");
+  json ddp = megatron_doc(false, true);
+  ddp["zero"]["stage"] = 0;
+  EXPECT_EQ(key_of(ddp), "parallel.overlap_param_gather");
+}
+
+}  // namespace
+}  // namespace zerosim
