@@ -34,6 +34,13 @@ namespace zerosim {
 //    reads and writes the fp32 master, m and v (24 B), reads the fp32 gradient (4 B) and writes
 //    the 16-bit parameter (2 B) = 30 B/param, at 0.7 of the DRAM bandwidth (ASSUMPTION: the usual
 //    STREAM-triad share of peak on two-socket servers). The ranks of a node share its cores and DRAM.
+//  - Tensor-list collectives (DeepSpeed 0.3-0.5 stage 3, zero.stage3_implementation =
+//    per-parameter): per rank, DeepSpeed builds a narrow() view in Python and torch.distributed
+//    copies it into or out of the flat NCCL buffer with one copy_() (PyTorch 1.8
+//    ProcessGroupNCCL allgather/reduce_scatter with tensor lists; PyTorch PR #33924 measured
+//    those copies making an 8-GPU all-gather 4.6x slower). Each is a dispatched PyTorch op at
+//    5-7 us of host time (PyTorch issue #41383), so two per rank: 12 us (ASSUMPTION: the middle
+//    of 10-14 us; not fitted to the cases).
 //  - PCIe copies: pinned host<->device copies reach 0.866 of the link (H200 host-to-device 55.43
 //    of 64 GB/s, ML Engineering Open Book, kernels.md §4); the ranks of a node also share its DRAM
 //    bandwidth (each GPU has its own PCIe switch uplink in the presets' topologies). NVMe: the
@@ -79,6 +86,8 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
     if (work.kind == WorkKind::CpuOptimizerStep || work.kind == WorkKind::HostToDevice ||
         work.kind == WorkKind::DeviceToHost || work.kind == WorkKind::NvmeToDevice) {
       t = host_seconds(work);
+    } else if (work.kind == WorkKind::HostOverhead) {
+      t = c_.list_collective_s_per_rank * static_cast<double>(work.elements);
     } else if (work.kind == WorkKind::Quantize) {
       // ZeRO++ (de)quantization kernels are memory-bound: their bytes at the HBM rate.
       t = bytes_seconds(static_cast<double>(work.elements)) + c_.kernel_overhead_s;
@@ -208,7 +217,8 @@ double ComputeCost::block_seconds(WorkKind kind) const {
     case WorkKind::HostToDevice:
     case WorkKind::DeviceToHost:
     case WorkKind::NvmeToDevice:
-    case WorkKind::Quantize: break;
+    case WorkKind::Quantize:
+    case WorkKind::HostOverhead: break;
   }
   return 0;
 }

@@ -82,6 +82,9 @@ struct Unit {
   int layer = -1;
   std::int64_t params = 0;
   std::string label;
+  // Parameter tensors: weights (and tables) large enough to be partitioned, and the small ones
+  // (biases, norms). Only the per-parameter stage-3 schedule of DeepSpeed 0.3-0.5 uses them.
+  int big_tensors = 1, small_tensors = 0;
 };
 
 // When data-parallel gradient reduction runs, per framework (see the README).
@@ -255,6 +258,9 @@ class StageBuilder {
   int dp_subgroup_ = 1;
   std::int32_t overlapped_param_gather(int chunk, std::size_t u, std::int32_t current);
   std::int32_t next_param_gather_ = -1;
+  std::int32_t host_list_op(const std::string& name, std::vector<std::int32_t> deps);
+  std::int32_t per_parameter_gather(const Unit& u, bool backward, std::int32_t after);
+  void per_parameter_reduce(const Unit& u, std::int32_t produced_by);
   bool first_forward_ = false;   // the forward being emitted is its chunk's first in the step
   std::vector<int> forwards_done_;  // per chunk
   bool accumulating_ = false;  // the backward being emitted is not its chunk's first this step
@@ -290,8 +296,15 @@ class PlanBuilder {
     const std::int64_t embedding_norm = pc.embedding - m.vocab_size * m.hidden_size - position_table;
     const int virtual_stages = p * v;
     std::vector<std::vector<Unit>> per_virtual(virtual_stages);
+    // Tensor counts: fused QKV and the attention output (Megatron's and GPT-2's layout); two MLP
+    // weights, three with SwiGLU; a bias per linear when the model has them; LayerNorm has a
+    // weight and a bias, RMSNorm a weight.
+    const int norm_tensors = m.norm == NormKind::LayerNorm ? 2 : 1;
+    const int biases = m.linear_bias ? 1 : 0;
+    const int mlp_weights = m.mlp == MlpKind::Swiglu ? 3 : 2;
     per_virtual[0].push_back({WorkKind::EmbedForward, WorkKind::EmbedBackward, -1,
-                              shard(pc.embedding, position_table + embedding_norm), "embedding"});
+                              shard(pc.embedding, position_table + embedding_norm), "embedding",
+                              position_table > 0 ? 2 : 1, embedding_norm > 0 ? norm_tensors : 0});
     int layer = 0;
     for (int g = 0; g < virtual_stages; ++g) {
       int count = static_cast<int>(m.num_layers / virtual_stages) +
@@ -299,9 +312,10 @@ class PlanBuilder {
       for (int i = 0; i < count; ++i, ++layer) {
         per_virtual[g].push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, layer,
                                   shard(pc.attention_block, pc.attention_norm + row_bias),
-                                  "attention"});
+                                  "attention", 2, 2 * biases + norm_tensors});
         per_virtual[g].push_back({WorkKind::MlpForward, WorkKind::MlpBackward, layer,
-                                  shard(pc.mlp_block, pc.mlp_norm + row_bias), "mlp"});
+                                  shard(pc.mlp_block, pc.mlp_norm + row_bias), "mlp", mlp_weights,
+                                  mlp_weights * biases + norm_tensors});
       }
     }
     // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
@@ -309,7 +323,8 @@ class PlanBuilder {
     std::int64_t head = shard(pc.output, 0) + pc.final_norm;
     if (m.tied_embeddings && p > 1) head += shard(m.vocab_size * m.hidden_size, 0);
     per_virtual[virtual_stages - 1].push_back(
-        {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head"});
+        {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head",
+         head > pc.final_norm ? 1 : 0, norm_tensors});
 
     out_.stages.resize(p);
     templates_.resize(p);
@@ -803,7 +818,11 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
       const bool kept = !gathered_now && res.keep_after_forward[i] && !res.persistent[i];
       if (gathered_now || kept) free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
     }
-    if (hooks) grad_ready(unit.params, prev);
+    if (hooks && s_.zero.per_parameter_stage3) {
+      per_parameter_reduce(unit, prev);
+    } else if (hooks) {
+      grad_ready(unit.params, prev);
+    }
     if (zs >= 2) free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
   }
   last_compute_ = prev;
@@ -855,8 +874,11 @@ void StageBuilder::plan_stage3(int chunk) {
   // stage3_prefetch_bucket_size elements (the last may overshoot) within
   // stage3_max_live_parameters. issue_at[k]: the first use whose pre-hook issues k's fetch.
   r.issue_at.assign(r.trace.size(), -1);
-  const std::int64_t budget =
+  std::int64_t budget =
       std::min<std::int64_t>(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters);
+  // DeepSpeed 0.3-0.5 waited for every gather at once (fetch_sub_module synchronizes), so no
+  // prefetch was ever in flight beside the compute.
+  if (z.per_parameter_stage3) budget = 0;
   for (std::size_t c = 0; c < r.trace.size(); ++c) {
     if (r.needs_fetch[c] && r.issue_at[c] < 0) r.issue_at[c] = static_cast<int>(c);
     std::int64_t taken = 0;
@@ -879,6 +901,10 @@ void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_a
     }
     const Unit& u = chunks_[chunk][r.trace[k].first];
     const bool backward = r.trace[k].second;
+    if (s_.zero.per_parameter_stage3) {
+      fetch_op_[k] = per_parameter_gather(u, backward, hook_after);
+      continue;
+    }
     std::int32_t a = alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream, {hook_after});
     std::vector<std::int32_t> deps = {a};
     if (offload_param()) {
@@ -952,6 +978,59 @@ std::int32_t StageBuilder::overlapped_param_gather(int chunk, std::size_t u, std
   const std::int32_t mine = next_param_gather_;
   if (b + 1 < buckets.size()) next_param_gather_ = gather(b + 1, {mine});
   return mine;
+}
+
+// DeepSpeed 0.3.13-0.5 stage 3 (the 2021 code, partition_parameters.py _allgather_param and
+// _reduce_scatter_gradient): one collective per parameter tensor, on the main stream after a
+// torch.cuda.synchronize(), each with a Python list of world-size tensor views that
+// torch.distributed then copies into or out of a flat buffer one rank at a time. That host work
+// grows with the number of ranks N; it is a HostOverhead op of N ranks before the collective,
+// on the compute stream because the training thread does it and the GPU waits.
+std::int32_t StageBuilder::host_list_op(const std::string& name, std::vector<std::int32_t> deps) {
+  const std::int32_t w = static_cast<std::int32_t>(works_.size());
+  works_.push_back({WorkKind::HostOverhead, s_.parallel.dp, 0});
+  TemplateOp op;
+  op.kind = OpKind::Compute;
+  op.phase = Phase::Communication;
+  op.work = w;
+  return add(op, name, deps);
+}
+
+std::int32_t StageBuilder::per_parameter_gather(const Unit& u, bool backward,
+                                                std::int32_t after) {
+  const std::int64_t dp = s_.parallel.dp;
+  // A unit of small tensors only (a head that is just the final norm) is gathered tensor by
+  // tensor when the persistence threshold lets it be partitioned at all.
+  const int tensors = u.big_tensors > 0 ? u.big_tensors : std::max(1, u.small_tensors);
+  const std::int64_t each = ceil_div(u.params, tensors);
+  std::int32_t prev = alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label,
+                            Stream::Compute, {after});
+  const std::string pass = backward ? "gather(bwd)" : "gather(fwd)";
+  for (int t = 0; t < tensors; ++t) {
+    const std::string name = unit_name(u, pass.c_str()) + " tensor " + std::to_string(t);
+    prev = host_list_op("tensor list " + name, {prev});
+    prev = collective(Peer::Dp, CollectiveKind::AllGather, 2 * ceil_div(each, dp) * dp,
+                      Stream::Compute, name, {prev});
+  }
+  return prev;
+}
+
+void StageBuilder::per_parameter_reduce(const Unit& u, std::int32_t produced_by) {
+  const int big = u.big_tensors;
+  const std::int64_t small_each =
+      big > 0 ? std::max<std::int64_t>(1, s_.model.hidden_size / s_.parallel.tp)
+              : ceil_div(u.params, std::max(1, u.small_tensors));
+  const std::int64_t each = big > 0 ? ceil_div(u.params - u.small_tensors * small_each, big) : 0;
+  const Stream stream = reduction_stream();
+  std::int32_t host = produced_by;
+  for (int t = 0; t < big + u.small_tensors; ++t) {
+    const std::int64_t elements = t < big ? std::max<std::int64_t>(1, each) : small_each;
+    const std::string name =
+        unit_name(u, "grad reduce_scatter") + " tensor " + std::to_string(t);
+    host = host_list_op("tensor list " + name, {host});
+    last_reduction_ = collective(Peer::Dp, CollectiveKind::ReduceScatter,
+                                 grad_bytes_per_element() * elements, stream, name, {host});
+  }
 }
 
 // An elementwise (de)quantization kernel moving `bytes` through HBM.

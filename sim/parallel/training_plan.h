@@ -18,13 +18,13 @@ namespace zerosim {
 enum class WorkKind : std::uint8_t {
   EmbedForward, EmbedBackward, AttentionForward, AttentionBackward, MlpForward, MlpBackward,
   HeadForward, HeadBackward, OptimizerStep, CpuOptimizerStep, HostToDevice, DeviceToHost,
-  NvmeToDevice, Quantize
+  NvmeToDevice, Quantize, HostOverhead
 };
 
 struct Work {
   WorkKind kind = WorkKind::AttentionForward;
   // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved;
-  // Quantize: bytes read and written in HBM.
+  // Quantize: bytes read and written in HBM; HostOverhead: ranks in the tensor list.
   std::int64_t elements = 0;
   // CpuOptimizerStep: bytes swapped between host memory and NVMe around the step (ZeRO-Infinity).
   std::int64_t nvme_bytes = 0;

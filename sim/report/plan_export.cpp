@@ -25,6 +25,7 @@ const char* work_name(WorkKind k) {
     case WorkKind::DeviceToHost: return "device_to_host";
     case WorkKind::NvmeToDevice: return "nvme_to_device";
     case WorkKind::Quantize: return "quantize";
+    case WorkKind::HostOverhead: return "host_overhead";
   }
   return "?";
 }

@@ -80,7 +80,8 @@ json case_scenario(const json& c, const std::string& path) {
             {"tp", "pp", "dp", "cp", "zero_stage", "virtual_stages", "sequence_parallel",
              "recompute", "offload_optimizer", "offload_param", "delayed_param_update",
              "zero_quantized_weights", "zero_hpz_partition_size", "zero_quantized_gradients",
-             "mics_shard_size", "framework", "overlap_grad_reduce", "overlap_param_gather"},
+             "mics_shard_size", "framework", "overlap_grad_reduce", "overlap_param_gather",
+             "stage3_implementation"},
             parallel);
   // The case format keeps every parallelism and ZeRO knob under "parallel"; the scenario has
   // DeepSpeed's zero_optimization names under "zero".
@@ -100,7 +101,7 @@ json case_scenario(const json& c, const std::string& path) {
     parallel.erase("delayed_param_update");
   }
   for (const char* key : {"zero_quantized_weights", "zero_hpz_partition_size",
-                          "zero_quantized_gradients", "mics_shard_size"}) {
+                          "zero_quantized_gradients", "mics_shard_size", "stage3_implementation"}) {
     if (parallel.contains(key)) {
       zero[key] = parallel[key];
       parallel.erase(key);

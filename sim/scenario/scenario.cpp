@@ -81,6 +81,10 @@ const std::vector<KeySpec>& registry() {
        "elements; a parameter reused within this distance is not released"},
       {"zero.stage3_param_persistence_threshold", "count", 100000, {},
        "elements; smaller parameters stay gathered (\"auto\" = 10 hidden)"},
+      {"zero.stage3_implementation", "enum", "coalesced", {"coalesced", "per-parameter"},
+       "coalesced: DeepSpeed >= 0.6 (batched, prefetched gathers); per-parameter: DeepSpeed "
+       "0.3.13-0.5 (2021), one synchronous all-gather and one reduce-scatter per parameter "
+       "tensor, each building world-size tensor lists on the host"},
       {"zero.offload_optimizer.device", "enum", "none", {"none", "cpu", "nvme"},
        "where optimizer states live"},
       {"zero.offload_param.device", "enum", "none", {"none", "cpu", "nvme"},
@@ -614,6 +618,12 @@ Scenario resolve_scenario(const json& doc) {
       throw InputError(key, "the cluster's nodes have no NVMe (cluster.host.nvme_bandwidth is 0)");
     }
   }
+  z.per_parameter_stage3 = in.choice("zero.stage3_implementation") == "per-parameter";
+  if (z.per_parameter_stage3 && (z.stage != 3 || p.framework != Framework::DeepSpeed)) {
+    throw InputError("zero.stage3_implementation",
+                     "describes DeepSpeed's stage 3; needs zero.stage 3 and parallel.framework "
+                     "deepspeed");
+  }
   z.delayed_param_update = in.boolean("zero.offload_optimizer.delayed_param_update");
   if (z.delayed_param_update && z.offload_optimizer == OffloadDevice::None) {
     throw InputError("zero.offload_optimizer.delayed_param_update",
@@ -765,7 +775,8 @@ Scenario resolve_scenario(const json& doc) {
                {"zero_quantized_weights", z.quantized_weights},
                {"zero_hpz_partition_size", z.hpz_partition_size},
                {"zero_quantized_gradients", z.quantized_gradients},
-               {"mics_shard_size", z.mics_shard_size}};
+               {"mics_shard_size", z.mics_shard_size},
+               {"stage3_implementation", z.per_parameter_stage3 ? "per-parameter" : "coalesced"}};
   r["sim"] = {{"network", network}, {"granularity", "layer"}, {"allow_oom", s.sim.allow_oom},
               {"ranks", s.sim.folded ? "folded" : "all"}};
   if (s.sim.adam_params_per_s > 0) r["sim"]["adam_params_per_s"] = s.sim.adam_params_per_s;

@@ -60,6 +60,7 @@ struct ZeroConfig {
   OffloadDevice offload_optimizer = OffloadDevice::None;
   OffloadDevice offload_param = OffloadDevice::None;
   bool delayed_param_update = false;  // ZeRO-Offload DPU
+  bool per_parameter_stage3 = false;  // DeepSpeed 0.3.13-0.5 stage 3 (2021)
   // ZeRO++ (Wang et al. 2023): quantized weights, hierarchical partitioning, quantized gradients.
   bool quantized_weights = false;
   int hpz_partition_size = 1;

@@ -72,6 +72,7 @@ class FixedCompute : public ComputeModel {
       case WorkKind::DeviceToHost:
       case WorkKind::NvmeToDevice:
       case WorkKind::Quantize:
+      case WorkKind::HostOverhead:
         return 1;
     }
     return 0;

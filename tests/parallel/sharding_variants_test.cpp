@@ -151,6 +151,33 @@ TEST(HybridSharding, FsdpHybridShardAllReducesEveryBucketAcrossReplicas) {
               3 * F * (k - 1) / k + 2 * (F / k) * (r - 1) / r, 1e-6 * F);
 }
 
+TEST(PerParameterStage3, OneCollectivePerTensorWithHostListWorkPerRank) {
+  // The tiny GPT: attention has 2 weights (fused QKV, output), 2 biases and a LayerNorm (2);
+  // the MLP 2 weights, 2 biases, a LayerNorm; the embedding a token and a position table.
+  // Reuse distance 0 and no prefetch: a forward and a backward gather per unit.
+  const json zero = {{"stage3_implementation", "per-parameter"}, {"stage3_max_reuse_distance", 0}};
+  const TrainingPlan tp = build_training_plan(resolve_scenario(variant_doc(zero)), true);
+  int gathers = 0, reductions = 0, host = 0;
+  for (OpId id = 0; id < tp.plan.ops.size(); ++id) {
+    const Op& op = tp.plan.ops[id];
+    const std::string& name = tp.plan.names[op.name];
+    if (op.kind == OpKind::Collective && starts_with(name, "gather(")) ++gathers;
+    if (op.kind == OpKind::Collective && starts_with(name, "grad reduce_scatter")) ++reductions;
+    if (op.kind == OpKind::Compute && starts_with(name, "tensor list")) {
+      ++host;
+      EXPECT_EQ(tp.works[op.work].elements, 16);  // the DP ranks whose views the list holds
+      EXPECT_EQ(op.stream, Stream::Compute);
+    }
+  }
+  // Gathered: embedding (2 tensors), 2 layers x (attention 2 + MLP 2) and the head (tied
+  // embeddings: its final LayerNorm, 2 tensors, partitioned with the threshold at 0), forward
+  // and backward.
+  EXPECT_EQ(gathers, 2 * (2 + 2 * (2 + 2) + 2));
+  // Reduced: every tensor once: embedding 2, layers 2 x (6 + 6), head 2 (its LayerNorm).
+  EXPECT_EQ(reductions, 2 + 2 * 12 + 2);
+  EXPECT_EQ(host, gathers + reductions);
+}
+
 TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
   auto key_of = [](const json& doc) {
     try {
@@ -168,6 +195,8 @@ TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
             "zero.mics_shard_size");
   EXPECT_EQ(key_of(variant_doc({{"zero_quantized_gradients", true}, {"zero_hpz_partition_size", 4}})),
             "zero.zero_hpz_partition_size");
+  EXPECT_EQ(key_of(variant_doc({{"stage", 2}, {"stage3_implementation", "per-parameter"}})),
+            "zero.stage3_implementation");
 }
 
 }  // namespace
