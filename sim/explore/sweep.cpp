@@ -40,7 +40,8 @@ json value_json(const std::string& text) {
 const std::vector<std::string>& sweep_metric_columns() {
   static const std::vector<std::string> cols = {
       "step_time_s",  "tokens_per_s", "tflops_per_gpu", "mfu",      "peak_memory_bytes",
-      "fits_in_memory", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s", "bubble_s", "error"};
+      "fits_in_memory", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s", "bubble_s",
+      "offload_s", "host_memory_per_node_bytes", "fits_in_host_memory", "error"};
   return cols;
 }
 
@@ -166,6 +167,9 @@ SweepRow evaluate_point(const json& base, const std::vector<VariedKey>& vary, st
     row.exposed_tp_s = r.breakdown.exposed_by_group[1];
     row.exposed_pp_s = r.breakdown.exposed_by_group[2];
     row.bubble_s = r.breakdown.bubble_s;
+    row.offload_s = r.breakdown.offload_s;
+    row.host_memory_per_node_bytes = r.host_memory_per_node;
+    row.fits_in_host_memory = r.fits_in_host_memory;
   } catch (const InputError& e) {
     row = SweepRow{};
     row.values = point_values(vary, index);
@@ -195,9 +199,11 @@ json rows_to_json(const std::vector<SweepRow>& rows) {
                  {"ok", r.ok},
                  {"m",
                   {r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, r.mfu, r.exposed_dp_s,
-                   r.exposed_tp_s, r.exposed_pp_s, r.bubble_s}},
+                   r.exposed_tp_s, r.exposed_pp_s, r.bubble_s, r.offload_s}},
                  {"peak", r.peak_memory_bytes},
                  {"fits", r.fits_in_memory},
+                 {"host", r.host_memory_per_node_bytes},
+                 {"fits_host", r.fits_in_host_memory},
                  {"error", r.error}});
   }
   return a;
@@ -218,8 +224,11 @@ std::vector<SweepRow> rows_from_json(const json& j) {
     r.exposed_tp_s = m.at(5).get<double>();
     r.exposed_pp_s = m.at(6).get<double>();
     r.bubble_s = m.at(7).get<double>();
+    r.offload_s = m.at(8).get<double>();
     r.peak_memory_bytes = e.at("peak").get<std::int64_t>();
     r.fits_in_memory = e.at("fits").get<bool>();
+    r.host_memory_per_node_bytes = e.at("host").get<std::int64_t>();
+    r.fits_in_host_memory = e.at("fits_host").get<bool>();
     r.error = e.at("error").get<std::string>();
     rows.push_back(std::move(r));
   }
@@ -244,11 +253,13 @@ std::string sweep_csv(const std::vector<VariedKey>& vary, const std::vector<Swee
       for (double x : {r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, r.mfu}) field(number(x));
       field(std::to_string(r.peak_memory_bytes));
       field(r.fits_in_memory ? "true" : "false");
-      for (double x : {r.exposed_dp_s, r.exposed_tp_s, r.exposed_pp_s, r.bubble_s}) {
+      for (double x : {r.exposed_dp_s, r.exposed_tp_s, r.exposed_pp_s, r.bubble_s, r.offload_s}) {
         field(number(x));
       }
+      field(std::to_string(r.host_memory_per_node_bytes));
+      field(r.fits_in_host_memory ? "true" : "false");
     } else {
-      for (int i = 0; i < 10; ++i) field("");
+      for (std::size_t i = 0; i + 1 < sweep_metric_columns().size(); ++i) field("");
     }
     field(r.error);
     out += "\n";
@@ -278,6 +289,9 @@ json sweep_json(const std::vector<VariedKey>& vary, const std::vector<SweepRow>&
       row["exposed_tp_s"] = r.exposed_tp_s;
       row["exposed_pp_s"] = r.exposed_pp_s;
       row["bubble_s"] = r.bubble_s;
+      row["offload_s"] = r.offload_s;
+      row["host_memory_per_node_bytes"] = r.host_memory_per_node_bytes;
+      row["fits_in_host_memory"] = r.fits_in_host_memory;
     } else {
       for (std::size_t c = 0; c + 1 < sweep_metric_columns().size(); ++c) {
         row[sweep_metric_columns()[c]] = nullptr;

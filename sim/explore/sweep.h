@@ -26,6 +26,9 @@ struct SweepRow {
   std::int64_t peak_memory_bytes = 0;
   bool fits_in_memory = false;
   double exposed_dp_s = 0, exposed_tp_s = 0, exposed_pp_s = 0, bubble_s = 0;
+  double offload_s = 0;                         // waits for host work (offload)
+  std::int64_t host_memory_per_node_bytes = 0;  // offloaded states per node
+  bool fits_in_host_memory = true;
   std::string error;
 };
 
