@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/core/engine.h"
+#include "sim/core/error.h"
 #include "sim/parallel/training_plan.h"
 #include "sim/scenario/scenario.h"
 
@@ -37,6 +38,16 @@ inline json tiny_doc(int gpus, json zero, int gas = 1, int tp = 1) {
           {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", gas}}},
           {"parallel", {{"tp", tp}}},
           {"zero", std::move(zero)}};
+}
+
+// The key path resolve_scenario names for a bad document, or "(accepted)".
+inline std::string input_error_key(const json& doc) {
+  try {
+    resolve_scenario(doc);
+  } catch (const InputError& e) {
+    return e.key_path();
+  }
+  return "(accepted)";
 }
 
 // Compute ops last a fixed number of microseconds per kind of work, times (rank + 1): rank 1

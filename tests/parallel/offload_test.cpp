@@ -167,14 +167,7 @@ TEST(Offload, OffloadedParametersComeInBeforeEveryGather) {
 }
 
 TEST(Offload, InvalidCombinationsNameTheKey) {
-  auto key_of = [](const json& doc) {
-    try {
-      resolve_scenario(doc);
-    } catch (const InputError& e) {
-      return e.key_path();
-    }
-    return std::string("(accepted)");
-  };
+  const auto key_of = input_error_key;
   EXPECT_EQ(key_of(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
   EXPECT_EQ(key_of(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
   EXPECT_EQ(key_of(offload_doc(8, 2, "none", "none", true)),

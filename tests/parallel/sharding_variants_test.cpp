@@ -179,14 +179,7 @@ TEST(PerParameterStage3, OneCollectivePerTensorWithHostListWorkPerRank) {
 }
 
 TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
-  auto key_of = [](const json& doc) {
-    try {
-      resolve_scenario(doc);
-    } catch (const InputError& e) {
-      return e.key_path();
-    }
-    return std::string("(accepted)");
-  };
+  const auto key_of = input_error_key;
   EXPECT_EQ(key_of(variant_doc({{"stage", 2}, {"zero_quantized_weights", true}})),
             "zero.zero_quantized_weights");
   EXPECT_EQ(key_of(variant_doc({{"zero_hpz_partition_size", 3}})), "zero.zero_hpz_partition_size");
