@@ -78,6 +78,23 @@ void read_offload(const json& section, const std::string& path, json& doc, const
   if (!section.is_object()) {
     throw InputError(path, std::string("expected an object, got ") + section.type_name());
   }
+  // DeepSpeed's offload_optimizer / offload_param keys (runtime/zero/offload_config.py); only
+  // the device changes what is simulated (pinned buffers are assumed, NVMe I/O unpipelined).
+  const std::vector<std::string> known = {
+      "device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory",
+      "pipeline", "pipeline_read", "pipeline_write", "fast_init", "ratio"};
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    if (!contains(known, it.key())) {
+      throw InputError(key_join(path, it.key()),
+                       "unknown offload key" + did_you_mean(it.key(), known));
+    }
+  }
+  auto ratio = section.find("ratio");
+  if (ratio != section.end() && !(ratio->is_number() && ratio->get<double>() == 1.0)) {
+    throw InputError(key_join(path, "ratio"),
+                     "partial optimizer offload (ZeRO-Offload++ ratio < 1) is not simulated; "
+                     "allowed: 1.0");
+  }
   auto dev = section.find("device");
   if (dev == section.end()) return;
   if (!dev->is_string()) throw InputError(path + ".device", "expected \"none\", \"cpu\" or \"nvme\"");

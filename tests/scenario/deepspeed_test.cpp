@@ -247,5 +247,33 @@ TEST(scenarioDeepSpeedDefaults, UnknownKeysNameTheirPath) {
             "deepspeed(ds.json).train_batch_sise");
 }
 
+TEST(scenarioDeepSpeedOffload, DeviceAndZeroPlusPlusKeysAreRead) {
+  const Scenario s = with_deepspeed(
+      doc_with(), {{"zero_optimization",
+                    {{"stage", 3},
+                     {"offload_optimizer", {{"device", "cpu"}, {"pin_memory", true}}},
+                     {"offload_param", {{"device", "cpu"}, {"buffer_count", 5}}},
+                     {"zero_quantized_weights", true},
+                     {"zero_hpz_partition_size", 8}}}});
+  EXPECT_EQ(s.zero.offload_optimizer, OffloadDevice::Cpu);
+  EXPECT_EQ(s.zero.offload_param, OffloadDevice::Cpu);
+  EXPECT_TRUE(s.zero.quantized_weights);
+  EXPECT_EQ(s.zero.hpz_partition_size, 8);
+  EXPECT_EQ(error_key([] {
+              with_deepspeed(doc_with(), {{"zero_optimization",
+                                           {{"stage", 2},
+                                            {"offload_optimizer", {{"device", "cpu"},
+                                                                   {"pin_memroy", true}}}}}});
+            }),
+            "deepspeed(ds.json).zero_optimization.offload_optimizer.pin_memroy");
+  EXPECT_EQ(error_key([] {
+              with_deepspeed(doc_with(), {{"zero_optimization",
+                                           {{"stage", 2},
+                                            {"offload_optimizer", {{"device", "cpu"},
+                                                                   {"ratio", 0.3}}}}}});
+            }),
+            "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio");
+}
+
 }  // namespace
 }  // namespace zerosim
