@@ -91,6 +91,7 @@ const std::vector<Field<HostSpec>>& host_fields() {
       {"dram_bytes", Kind::Bytes, Rule::Positive, &HostSpec::dram_bytes},
       // 0 means the node has no local NVMe.
       {"nvme_bandwidth", Kind::Bandwidth, Rule::NonNegative, &HostSpec::nvme_bandwidth},
+      {"nvme_bytes", Kind::Bytes, Rule::NonNegative, &HostSpec::nvme_bytes},
   };
   return fields;
 }

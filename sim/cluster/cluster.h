@@ -32,6 +32,7 @@ struct HostSpec {
   double dram_bandwidth = 0;        // bytes/s per node
   std::int64_t dram_bytes = 0;      // per node
   double nvme_bandwidth = 0;        // bytes/s per node, 0 if none
+  std::int64_t nvme_bytes = 0;      // NVMe capacity per node, 0 if none
 };
 
 struct ClusterSpec {

@@ -88,6 +88,8 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
   j["host_memory_bytes"] = s.cluster.host.dram_bytes;
   j["fits_in_host_memory"] = r.fits_in_host_memory;
   j["nvme_bytes_per_node"] = r.nvme_bytes_per_node;
+  j["nvme_bytes"] = s.cluster.host.nvme_bytes;
+  j["fits_on_nvme"] = r.fits_on_nvme;
   j["model"] = {{"params", r.params}, {"flops_per_token", model_flops_per_token(s.model)}};
   j["num_gpus"] = s.num_gpus();
   j["scenario"] = s.resolved;
@@ -141,7 +143,8 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     o << "  host per node   " << gib(r.host_memory_per_node) << " of "
       << gib(s.cluster.host.dram_bytes)
       << (r.fits_in_host_memory ? "  -> fits" : "  -> DOES NOT FIT") << "; NVMe "
-      << gib(r.nvme_bytes_per_node) << "\n";
+      << gib(r.nvme_bytes_per_node) << " of " << gib(s.cluster.host.nvme_bytes)
+      << (r.fits_on_nvme ? "  -> fits" : "  -> DOES NOT FIT") << "\n";
   }
   return o.str();
 }

@@ -111,6 +111,7 @@ void fill_host_memory(const Scenario& s, const TrainingPlan& tp, StepReport& rep
   rep.host_memory_per_node = host;
   rep.nvme_bytes_per_node = nvme;
   rep.fits_in_host_memory = host <= s.cluster.host.dram_bytes;
+  rep.fits_on_nvme = nvme <= s.cluster.host.nvme_bytes;
 }
 
 void check_fits(const Scenario& s, const StepReport& rep) {
@@ -120,6 +121,12 @@ void check_fits(const Scenario& s, const StepReport& rep) {
                                    " of host memory per node, more than the node's " +
                                    gib(s.cluster.host.dram_bytes) +
                                    "; offload to nvme, use more nodes, or pass --allow-oom");
+  }
+  if (!rep.fits_on_nvme) {
+    throw InputError("memory", "offloaded states need " + gib(rep.nvme_bytes_per_node) +
+                                   " of NVMe per node, more than the node's " +
+                                   gib(s.cluster.host.nvme_bytes) +
+                                   "; use more nodes, or pass --allow-oom");
   }
   if (rep.fits_in_memory) return;
   throw InputError("memory", "peak " + gib(rep.memory.peak) + " per GPU exceeds the " +

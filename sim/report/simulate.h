@@ -37,7 +37,7 @@ struct StepReport {
   bool fits_in_memory = true;
   // Offload tiers, per node: what the node's ranks keep in host memory and on NVMe.
   Bytes host_memory_per_node = 0, nvme_bytes_per_node = 0;
-  bool fits_in_host_memory = true;
+  bool fits_in_host_memory = true, fits_on_nvme = true;
   std::array<double, 3> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp (rank 0)
   std::array<double, 3> internode_bytes_per_gpu{};  // of which leave the node
   double dp_bytes_zero1 = 0;  // DP bytes of the same split with ZeRO-1 (conflict report)
