@@ -19,7 +19,10 @@
 //     its last flow ends. A call with no flows (one rank, zero bytes) ends after the closed form's
 //     own time, through a zero-byte, linkless flow (so it still goes through the network's clock).
 // The routed layout is computed once per (group, kind, bytes) and cached (flat arrays), so a
-// plan's millionth bucket all-reduce costs only the injection.
+// plan's millionth bucket all-reduce costs only the injection. Flows of a layout with the same
+// route and the same bytes (NCCL channels that share a rail, hence their NIC and in-node chains)
+// are injected as one weighted flow (flow_network.h: bit-identical to injecting them one by one),
+// which removes 44 % of the flows of a 4,096-GPU tree all-reduce.
 //
 // Agreement with the closed form (the contract the tests check)
 // ------------------------------------------------------------
@@ -43,9 +46,44 @@
 // inputs give the same completions in the same order, bit for bit.
 //
 // Folded plans (sim.ranks=folded): a DP collective is injected over all the cluster ranks it
-// stands for, but the other replicas' TP and PP traffic is not in the plan, so contention from
-// it is missing. Exact when nothing contends (test: the folded tiny step equals the unfolded one);
-// with sim.network=flow prefer unfolded plans where TP/PP traffic shares NICs with DP.
+// stands for. The other replicas' TP and PP collectives are not in the plan; with
+// FlowCommOptions::replicas (simulate sets dp and stride tp) a folded collective whose flows
+// reach the fabric (a NIC or a switch link) is also injected once per other replica it stands
+// for, its ranks shifted by the replica's offset, so that their contention on NICs, leaves and
+// spines is played. Copies of collectives that stay inside a node are left out: there another
+// replica's copy could only meet, on its own node, the DP flows the folded replica's copy meets
+// on its own. When the collective ends (replica_completion):
+//   Own (default)  when the folded replica's own copy ends; the other copies are load until
+//                  they end (and while they run, the group's next collective gets no copies:
+//                  those replicas are behind, and copies must not pile up on a slower path);
+//   Slowest        when the last copy ends (every replica waits for the slowest, at every one).
+// Both are exact when the replicas see the same contention (test: a 16:1 clos where pairs of
+// replicas share uplinks; the folded step equals the unfolded one). When they do not, the truth
+// (sim.ranks=all: each replica pays its own delays, the step is the slowest replica's) lies
+// between: Slowest compounds a different slowest replica at every pipeline boundary. Measured on
+// the 15 published runs where copies change anything (docs/PERFORMANCE.md), error against the
+// unfolded step: no copies mean 1.6 % (worst -9.8 %), Own 1.1 % (worst -9.8 %), Slowest 3.3 %
+// (worst +20 %, deep pipelines on destination-routed fabrics), so Own is the default; Slowest
+// is exact where one replica is the slowest throughout (TP across nodes under ECMP hashing: the
+// -9.8 % case). DP sub-groups (a shard, every k-th replica) get copies for the other members of
+// their partition.
+//
+// A second job sharing the fabric (whatif.background_*, add_background_job)
+// -----------------------------------------------------------------------
+// The topology is built for the cluster's N nodes plus the other job's B nodes. Placement says
+// which topology nodes this job gets: Interleaved alternates them (this job's node, the other
+// job's, ... until one job runs out), so both jobs sit under the same leaves and cross the same
+// spines; After gives this job the first N and the other job the last B, so they share a leaf only
+// at the seam (a non-blocking two-tier fabric then keeps them apart). Everything of this job (the
+// plan's ranks, degraded nodes) is mapped onto its topology nodes; the NCCL model sees the same
+// group shapes, hence makes the same choices. Placement works in whole NVLink domains.
+// The other job is persistent traffic from its NICs, injected at time 0 and never finishing
+// (endless flows, traffic class "other"): Ring = node i -> node i+1 (mod B), AllToAll = every
+// ordered pair, on every rail (NIC k to NIC k), each flow offered at load x nic_bandwidth (a rate
+// cap in the max-min solver). It takes its max-min share of every link it crosses, so this job's
+// collectives slow down exactly as much as max-min sharing with it says; with the cap below the
+// fair share the other job leaves the rest to this one. The link report counts the bytes it moved
+// by the makespan as traffic class "other".
 //
 // One FlowComm plays one plan at a time: start() with a different Plan object while collectives
 // are in flight is a std::logic_error (caches keyed by group are dropped on a plan change).
@@ -70,10 +108,33 @@ inline constexpr std::uint8_t kDpTraffic = 0, kTpTraffic = 1, kPpTraffic = 2, kO
 inline constexpr int kNumTrafficClasses = net::kTrafficClasses;  // 4
 const char* traffic_class_name(int cls);  // "dp", "tp", "pp", "other"
 
+// The other job of "A second job sharing the fabric" above.
+struct BackgroundJob {
+  enum class Placement : std::uint8_t { Interleaved, After };
+  enum class Pattern : std::uint8_t { Ring, AllToAll };
+  int nodes = 0;  // B >= 1 (B = 1: a ring or all-to-all with no pair sends nothing)
+  Placement placement = Placement::Interleaved;
+  Pattern pattern = Pattern::Ring;
+  double load = 1.0;  // (0, 1]: each flow's offered rate, as a fraction of nic_bandwidth
+};
+
+// When a folded collective with other replicas' copies ends (see "Folded plans").
+enum class ReplicaCompletion : std::uint8_t {
+  Own,      // when the folded replica's own copy ends; the others' are load until they end
+  Slowest,  // when the last copy ends (every replica waits for the slowest, at every collective)
+};
+
 struct FlowCommOptions {
   nccl::ModelOptions nccl;            // NCCL version, forced algorithm/protocol, launch overhead
   TopologyOptions topology;           // leaf sizes, oversubscription override, routing
   net::SolverMode solver = net::SolverMode::Incremental;
+  // A folded plan (sim.ranks=folded) stands for `replicas` data-parallel replicas, replica d's
+  // copy of the folded replica's cluster rank r being r + d x replica_rank_stride (Megatron's
+  // rank order: stride = tp). With replicas > 1, folded collectives that reach the fabric are
+  // injected once per replica they stand for (see "Folded plans" above).
+  int replicas = 1;
+  int replica_rank_stride = 0;
+  ReplicaCompletion replica_completion = ReplicaCompletion::Own;
 };
 
 // Finer link classes than the topology's LinkClass, by the kinds of the link's two ends.
@@ -118,8 +179,15 @@ struct LinkReport {
   std::array<Bytes, kNumTrafficClasses> payload_bytes{};
   std::array<Bytes, kNumTrafficClasses> wire_bytes{};
   std::uint64_t collectives = 0;     // collectives started
-  std::uint64_t flows = 0;           // flows injected
+  std::uint64_t flows = 0;           // flows injected (NCCL's flows, a weighted flow counting its weight)
+  std::uint64_t network_flows = 0;   // the same as the network's (weighted) flows
+  std::uint64_t replica_copies = 0;  // other replicas' copies injected with folded collectives
   std::uint64_t layouts = 0;         // distinct (group, kind, bytes) layouts routed
+  // The other job on the fabric, when there is one (nodes == 0: none): its flows and the bytes
+  // they moved by the makespan (also in payload/wire "other" and the links' "other" bytes).
+  BackgroundJob background;
+  std::uint64_t background_flows = 0;
+  Bytes background_bytes = 0;
   net::SolverCounters solver;
 
   // {"makespan_s", "collectives", "flows", "layouts",
@@ -127,7 +195,9 @@ struct LinkReport {
   //  "links": {"nvlink": {"links", "used_links", "busiest", "busiest_capacity_Bps",
   //                        "busiest_utilization", "busiest_busy_fraction", "mean_utilization",
   //                        "bytes": {"dp", "tp", "pp", "other"}}, "pcie": ..., "nic": ...},
-  //  "solver": {"batches", "solves", "links_solved", "flows_solved", "flows_redated"}}
+  //  "replica_copies": other replicas' copies injected with folded collectives,
+  //  "solver": {"batches", "solves", "links_solved", "flows_solved", "flows_redated"},
+  //  "background": {"nodes", "placement", "pattern", "load", "flows", "bytes"} (only with one)}
   nlohmann::json to_json() const;
 };
 
@@ -145,9 +215,20 @@ class FlowComm : public CommBackend {
   // Link use from time 0 to `makespan` (>= the last event; the engine's makespan). O(links).
   LinkReport link_report(SimTime makespan) const;
 
-  // A degraded node: every link between one of its NICs and the fabric runs at `factor` of its
-  // bandwidth, in both directions. Call before the first collective.
+  // A degraded node (of this job): every link between one of its NICs and the fabric runs at
+  // `factor` of its bandwidth, in both directions. Call before the first collective.
   void scale_node_nics(int node, double factor);
+
+  // Puts the cluster beside another job's `job.nodes` nodes on a larger fabric and starts that
+  // job's persistent flows (see the header). Call first: before scale_node_nics and the first
+  // collective (it rebuilds the topology and the network); std::logic_error otherwise or when
+  // called twice, std::invalid_argument for a bad job, InputError when the larger cluster cannot
+  // be built (key whatif.background_nodes).
+  void add_background_job(const BackgroundJob& job);
+  // The topology node of this job's node `node` (identity without a background job).
+  int topology_node(int node) const;
+  // The background flows started (unit flows), 0 without a background job.
+  std::size_t background_flows() const { return background_.size(); }
 
   // For tests and reports: the same model and topology give NcclAnalyticalComm(model(),
   // &topology()) the closed form this backend agrees with on an idle network.
@@ -159,16 +240,28 @@ class FlowComm : public CommBackend {
  private:
   struct Layout {               // one routed (group, kind, bytes)
     std::uint32_t flow_begin = 0;  // in flows_
-    std::uint32_t flow_count = 0;
-    SimTime latency = 0;        // alpha of every flow
+    std::uint32_t flow_count = 0;  // weighted flows
+    std::uint32_t unit_flows = 0;  // NCCL's flows (sum of the weights)
     SimTime empty_duration = 0; // flow_count == 0: the closed form's time
+    std::uint32_t copies = 0;   // other replicas' copies included (folded plans)
+    std::uint32_t own_flows = 0;  // flows of the folded replica's own copy
+    Bytes copy_payload = 0;     // of the copies
+    Bytes copy_wire = 0;
     Bytes payload = 0;
     Bytes wire = 0;
   };
   struct LayoutFlow {
     std::uint32_t link_begin = 0;  // in links_
     std::uint32_t link_count = 0;
-    Bytes bytes = 0;               // wire bytes
+    std::uint32_t weight = 1;      // identical NCCL flows it stands for
+    Bytes bytes = 0;               // wire bytes (of one of them)
+    SimTime latency = 0;           // its copy's alpha
+    bool shadow = false;           // another replica's copy
+  };
+  struct BackgroundFlow {
+    net::FlowId id;
+    std::uint32_t link_begin = 0;  // in background_links_
+    std::uint32_t link_count = 0;
   };
   struct Ready {
     SimTime time;
@@ -176,15 +269,26 @@ class FlowComm : public CommBackend {
   };
 
   void bind(const Plan& plan);
+  void build_network();
   void absorb(SimTime now);
   std::span<const std::int32_t> cluster_ranks(const Plan& plan, int g);
+  std::vector<int> replica_shifts(std::span<const std::int32_t> ranks) const;
   const Layout& layout(const Plan& plan, const Collective& coll);
 
   FlowCommOptions options_;
+  ClusterSpec cluster_;
   Topology topo_;
   nccl::NcclModel model_;
   net::FlowNetwork net_;
   std::vector<std::uint8_t> traffic_class_of_group_;
+  // this job's node -> topology node (empty: identity), and the other job
+  std::vector<std::int32_t> node_map_;
+  BackgroundJob background_job_;
+  std::vector<BackgroundFlow> background_;
+  std::vector<LinkId> background_links_;
+  bool capacities_changed_ = false;
+  static constexpr std::uint64_t kShadowBit = std::uint64_t{1} << 62;  // | group
+  static constexpr std::uint64_t kBackgroundTag = std::uint64_t{1} << 63;
 
   // per plan (dropped on a plan change)
   const Plan* plan_ = nullptr;
@@ -195,6 +299,7 @@ class FlowComm : public CommBackend {
   std::vector<LayoutFlow> flows_;
   std::vector<LinkId> links_;
   std::vector<std::uint32_t> outstanding_;  // per collective: flows not yet completed
+  std::vector<std::uint32_t> shadows_in_flight_;  // per group: other replicas' flows (Own)
 
   // running state
   std::vector<net::Completion> completions_;  // scratch
@@ -204,6 +309,8 @@ class FlowComm : public CommBackend {
   std::array<Bytes, kNumTrafficClasses> wire_bytes_{};
   std::uint64_t collectives_ = 0;
   std::uint64_t flows_started_ = 0;
+  std::uint64_t network_flows_started_ = 0;
+  std::uint64_t replica_copies_ = 0;
 };
 
 }  // namespace zerosim

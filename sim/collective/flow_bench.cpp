@@ -7,7 +7,8 @@
 //            routes through the fabric), injection, and playing the flows to completion;
 //   warm_s   a second all-reduce of the same group and size: layout cached, injection and
 //            playing only (what every later bucket of a training step costs);
-// the simulated time, the bus bandwidth, flows, network batches, and peak RSS so far
+// the simulated time, the bus bandwidth, NCCL's flows and the weighted network flows they became
+// (identical ones merged), network batches, and peak RSS so far
 // (getrusage ru_maxrss, monotone over the run). Times are the best of 3 (warm: of 5).
 //
 // Usage: flow_bench [max_gpus (default 4096)]
@@ -77,8 +78,8 @@ int main(int argc, char** argv) {
   const int max_gpus = argc > 1 ? std::atoi(argv[1]) : 4096;
   const Bytes bytes = Bytes{1} << 30;
   std::printf("flow_bench: one 1 GiB all-reduce, FlowComm on dgx-h100 (rail fat tree)\n");
-  std::printf("%6s %6s %-14s %8s %8s %9s %9s %9s %11s %9s %8s\n", "gpus", "links", "algo/proto",
-              "flows", "batches", "topo_s", "cold_s", "warm_s", "sim_ms", "busbw", "rss_MiB");
+  std::printf("%6s %6s %-14s %8s %8s %8s %9s %9s %9s %11s %9s %8s\n", "gpus", "links",
+              "algo/proto", "flows", "weighted", "batches", "topo_s", "cold_s", "warm_s", "sim_ms", "busbw", "rss_MiB");
   for (int gpus : {8, 64, 512, 4096}) {
     if (gpus > max_gpus) break;
     const ClusterSpec cluster = cluster_from_json(
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
     double topo_s = 1e30, cold_s = 1e30, warm_s = 1e30;
     SimTime sim = 0;
     std::size_t links = 0;
-    std::uint64_t flows = 0, batches = 0;
+    std::uint64_t flows = 0, weighted = 0, batches = 0;
     for (int rep = 0; rep < 3; ++rep) {
       auto t0 = Clock::now();
       FlowComm comm(cluster);
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
       }
       const LinkReport r = comm.link_report(now);
       flows = r.flows / 6;
+      weighted = r.network_flows / 6;
       batches = (r.solver.batches - b0) / 5;
     }
     const nccl::Prediction p = FlowComm(cluster).model().predict(
@@ -119,8 +121,9 @@ int main(int argc, char** argv) {
     std::snprintf(algo, sizeof algo, "%s/%s", nccl::algo_name(p.algo), nccl::proto_name(p.proto));
     const double busbw = static_cast<double>(bytes) / ps_to_seconds(sim) *
                          nccl::bus_factor(CollectiveKind::AllReduce, gpus) / 1e9;
-    std::printf("%6d %6zu %-14s %8llu %8llu %9.4f %9.4f %9.4f %11.4f %7.1fGB %8.1f\n", gpus,
+    std::printf("%6d %6zu %-14s %8llu %8llu %8llu %9.4f %9.4f %9.4f %11.4f %7.1fGB %8.1f\n", gpus,
                 links, algo, static_cast<unsigned long long>(flows),
+                static_cast<unsigned long long>(weighted),
                 static_cast<unsigned long long>(batches), topo_s, cold_s, warm_s,
                 ps_to_seconds(sim) * 1e3, busbw, peak_rss_mib());
   }

@@ -254,16 +254,41 @@ RoutedPlan route_plan(const CollectivePlan& plan, const Topology& topo) {
   r.latency_s = plan.latency_s;
   r.bandwidth_s = plan.prediction.bandwidth_s;
   if (plan.flows.empty()) return r;
-  std::vector<double> load(topo.num_links(), 0.0);
   r.flows.reserve(plan.flows.size());
+  std::size_t hops = 0;
   for (const PlanFlow& f : plan.flows) {
     RoutedFlow rf;
     if (f.src_end == FlowEnd::NvSwitch) rf.links = topo.route_nvswitch_to_gpu(f.dst);
     else if (f.dst_end == FlowEnd::NvSwitch) rf.links = topo.route_gpu_to_nvswitch(f.src);
     else rf.links = topo.route(f.src, f.dst, f.hash, f.rail);
-    for (LinkId id : rf.links) load[id] += static_cast<double>(f.bytes);
+    hops += rf.links.size();
     rf.bytes = f.bytes;
     r.flows.push_back(std::move(rf));
+  }
+  // Load per link, summed in flow order; the links visited in increasing id. A small collective
+  // on a large fabric (a pipeline send among 16k GPUs' links) gathers and sorts its own links
+  // instead of clearing and scanning a vector over all of them: same sums, same order.
+  std::vector<std::pair<LinkId, double>> loads;  // (link, load), increasing link
+  if (hops * 16 < topo.num_links()) {
+    std::vector<std::pair<LinkId, double>> each;
+    each.reserve(hops);
+    for (const RoutedFlow& f : r.flows) {
+      for (LinkId id : f.links) each.push_back({id, static_cast<double>(f.bytes)});
+    }
+    std::stable_sort(each.begin(), each.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [id, b] : each) {
+      if (loads.empty() || loads.back().first != id) loads.push_back({id, 0.0});
+      loads.back().second += b;
+    }
+  } else {
+    std::vector<double> load(topo.num_links(), 0.0);
+    for (const RoutedFlow& f : r.flows) {
+      for (LinkId id : f.links) load[id] += static_cast<double>(f.bytes);
+    }
+    for (LinkId id = 0; id < topo.num_links(); ++id) {
+      if (load[id] > 0) loads.push_back({id, load[id]});
+    }
   }
   const auto& g = topo.graph();
   auto fabric_only = [&](const TopoLink& l) {
@@ -273,10 +298,10 @@ RoutedPlan route_plan(const CollectivePlan& plan, const Topology& topo) {
     };
     return sw(k1) && sw(k2);
   };
-  for (LinkId id = 0; id < topo.num_links(); ++id) {
-    if (load[id] <= 0) continue;
+  for (const auto& [id, load] : loads) {
+    if (load <= 0) continue;
     const TopoLink& l = topo.link(id);
-    const double t = load[id] / l.bandwidth;
+    const double t = load / l.bandwidth;
     if (t > r.max_link_time_s) {
       r.max_link_time_s = t;
       r.bottleneck = id;

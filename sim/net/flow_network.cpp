@@ -17,16 +17,28 @@ constexpr double kRoundSlack = 1e-12;
 // Completion date for `remaining` bytes at `rate` from `t` (see the header: "Time and exactness").
 SimTime completion_date(SimTime t, double remaining, double rate) {
   if (!(remaining > 0)) return t;
-  if (!(rate > 0)) return kNever;
+  if (!(rate > 0) || remaining == kUncapped) return kNever;  // stalled, or endless
   const double x = remaining * kPs / rate;
-  const double ps = std::ceil(x - x * kRoundSlack);
+  // ceil(x), except that an x at most x * slack above an integer is that integer. (Not
+  // ceil(x - x * slack): from 1 s on, x * slack is a whole picosecond or more, and an exact
+  // integer would land that many picoseconds early.)
+  const double below = std::floor(x);
+  const double ps = x - below <= x * kRoundSlack ? below : std::ceil(x);
   if (!(ps < static_cast<double>(kNever - t))) return kNever;
   return t + static_cast<SimTime>(ps);
 }
 
-bool bottleneck_after(const auto& a, const auto& b) {  // min-heap order on (share, link)
-  return a.share > b.share || (a.share == b.share && a.link > b.link);
+// Min-heap order on the share alone: a step takes every entry offering the minimum, so the order
+// among equal shares never matters.
+bool bottleneck_after(const auto& a, const auto& b) { return a.share > b.share; }
+
+// Min-heap order on (date, start order): a total order, so extraction never depends on layout.
+bool date_after(const auto& a, const auto& b) {
+  return a.date > b.date || (a.date == b.date && a.seq > b.seq);
 }
+
+// Batches with more flows at one date than this are taken by one scan of the heap.
+constexpr std::size_t kBulkTake = 32;
 
 }  // namespace
 
@@ -97,7 +109,8 @@ LinkStats FlowNetwork::link_stats(LinkId link, SimTime now) const {
 // ---- flows -----------------------------------------------------------------------------------
 
 FlowId FlowNetwork::start_flow(SimTime now, std::span<const LinkId> route, Bytes bytes,
-                               SimTime latency, std::uint64_t tag, std::uint8_t traffic_class) {
+                               SimTime latency, std::uint64_t tag, std::uint8_t traffic_class,
+                               std::uint32_t weight, double max_rate) {
   if (now < now_) {
     throw std::invalid_argument("net: start_flow at " + std::to_string(now) +
                                 " ps, before now() = " + std::to_string(now_));
@@ -109,6 +122,11 @@ FlowId FlowNetwork::start_flow(SimTime now, std::span<const LinkId> route, Bytes
   if (traffic_class >= kTrafficClasses) {
     throw std::invalid_argument("net: start_flow: traffic class must be < " +
                                 std::to_string(kTrafficClasses));
+  }
+  if (weight == 0) throw std::invalid_argument("net: start_flow: weight must be >= 1");
+  if (!(max_rate > 0)) throw std::invalid_argument("net: start_flow: max_rate must be > 0");
+  if (bytes == kEndlessBytes && route.empty()) {
+    throw std::invalid_argument("net: start_flow: an endless flow needs a route");
   }
   next_epoch();
   for (LinkId l : route) {
@@ -133,10 +151,12 @@ FlowId FlowNetwork::start_flow(SimTime now, std::span<const LinkId> route, Bytes
     flows_.emplace_back();
   }
   Flow& f = flows_[slot];
-  f.route.assign(route.begin(), route.end());
-  f.pos_in_link.resize(route.size());
+  f.route.resize(route.size());
+  for (std::size_t k = 0; k < route.size(); ++k) f.route[k] = {route[k], 0};
   f.bytes = bytes;
-  f.remaining = static_cast<double>(bytes);
+  f.remaining = bytes == kEndlessBytes ? kUncapped : static_cast<double>(bytes);
+  f.max_rate = max_rate;
+  f.weight = weight;
   f.rate = 0;
   f.t_mark = now;
   f.tag = tag;
@@ -173,10 +193,25 @@ double FlowNetwork::flow_rate(FlowId flow) const {
 double FlowNetwork::flow_remaining(FlowId flow, SimTime now) const {
   const Flow* f = find(flow);
   if (f == nullptr) return 0;
-  if (f->state != State::Sharing) return static_cast<double>(f->bytes);
+  if (f->state != State::Sharing) {
+    return f->bytes == kEndlessBytes ? kUncapped : static_cast<double>(f->bytes);
+  }
   if (now < f->t_mark) throw std::invalid_argument("net: flow_remaining: time before last update");
   const double r = f->remaining - f->rate * static_cast<double>(now - f->t_mark) / kPs;
   return r > 0 ? r : 0;
+}
+
+double FlowNetwork::flow_delivered(FlowId flow, SimTime now) const {
+  const Flow* f = find(flow);
+  if (f == nullptr || f->state != State::Sharing) return 0;
+  if (now < f->t_mark) throw std::invalid_argument("net: flow_delivered: time before last update");
+  // Endless flows keep the bytes moved before t_mark in the (infinite) remaining, so count them
+  // from the start instead: bytes-at-join minus remaining only works for finite flows.
+  if (f->bytes == kEndlessBytes) {
+    return f->delivered_before_mark + f->rate * static_cast<double>(now - f->t_mark) / kPs;
+  }
+  const double r = f->remaining - f->rate * static_cast<double>(now - f->t_mark) / kPs;
+  return static_cast<double>(f->bytes) - (r > 0 ? r : 0);
 }
 
 SimTime FlowNetwork::flow_completion(FlowId flow) const {
@@ -186,7 +221,7 @@ SimTime FlowNetwork::flow_completion(FlowId flow) const {
 }
 
 SimTime FlowNetwork::next_event_time() const {
-  return heap_.empty() ? kNever : flows_[heap_[0]].date;
+  return heap_.empty() ? kNever : heap_[0].date;
 }
 
 std::size_t FlowNetwork::drain_completed(std::vector<Completion>& out) {
@@ -203,19 +238,41 @@ void FlowNetwork::advance_to(SimTime t) {
     throw std::invalid_argument("net: advance_to " + std::to_string(t) + " ps, before now() = " +
                                 std::to_string(now_));
   }
-  while (!heap_.empty() && flows_[heap_[0]].date <= t) process_batch(flows_[heap_[0]].date);
+  while (!heap_.empty() && heap_[0].date <= t) process_batch(heap_[0].date);
   now_ = t;
+}
+
+// Fills batch_ with the flows dated t (the heap's minimum), in start order.
+void FlowNetwork::take_batch(SimTime t) {
+  batch_.clear();
+  while (!heap_.empty() && heap_[0].date == t && batch_.size() < kBulkTake) {
+    const std::uint32_t slot = heap_[0].slot;
+    heap_remove(slot);
+    batch_.push_back(slot);
+  }
+  if (heap_.empty() || heap_[0].date != t) return;
+  // Many flows at t: those popped so far come first in start order (they were the smallest
+  // (t, seq)); the rest are taken in one pass and sorted by seq, the remainder rebuilt.
+  const std::size_t first = batch_.size();
+  std::size_t kept = 0;
+  for (const HeapEntry& e : heap_) {
+    if (e.date == t) {
+      batch_.push_back(e.slot);
+      flows_[e.slot].heap_pos = -1;
+    } else {
+      heap_[kept++] = e;
+    }
+  }
+  heap_.resize(kept);
+  std::sort(batch_.begin() + static_cast<std::ptrdiff_t>(first), batch_.end(),
+            [this](std::uint32_t a, std::uint32_t b) { return flows_[a].seq < flows_[b].seq; });
+  heap_rebuild();
 }
 
 void FlowNetwork::process_batch(SimTime t) {
   now_ = t;
   ++counters_.batches;
-  batch_.clear();
-  while (!heap_.empty() && flows_[heap_[0]].date == t) {
-    const std::uint32_t slot = heap_[0];
-    heap_remove(slot);
-    batch_.push_back(slot);
-  }
+  take_batch(t);
   for (std::uint32_t slot : batch_) {
     if (flows_[slot].state == State::Latency) {
       join(slot, t);
@@ -237,38 +294,40 @@ void FlowNetwork::touch(LinkId link) {
 void FlowNetwork::join(std::uint32_t slot, SimTime t) {
   Flow& f = flows_[slot];
   f.state = State::Sharing;
-  f.remaining = static_cast<double>(f.bytes);
+  f.remaining = f.bytes == kEndlessBytes ? kUncapped : static_cast<double>(f.bytes);
+  f.delivered_before_mark = 0;
   f.rate = 0;
   f.t_mark = t;
   f.date = kNever;
   for (std::size_t k = 0; k < f.route.size(); ++k) {
-    Link& l = links_[f.route[k]];
+    Hop& h = f.route[k];
+    Link& l = links_[h.link];
     if (l.members.empty()) l.busy_since = t;
-    f.pos_in_link[k] = static_cast<std::uint32_t>(l.members.size());
-    l.members.push_back({slot, static_cast<std::uint32_t>(k)});
-    touch(f.route[k]);
+    h.pos = static_cast<std::uint32_t>(l.members.size());
+    l.members.push_back({slot, static_cast<std::uint32_t>(k), f.weight});
+    touch(h.link);
   }
 }
 
 void FlowNetwork::leave(std::uint32_t slot, SimTime t) {
   Flow& f = flows_[slot];
-  for (std::size_t k = 0; k < f.route.size(); ++k) {
-    Link& l = links_[f.route[k]];
-    const std::uint32_t idx = f.pos_in_link[k];
+  const Bytes bytes = f.bytes * static_cast<Bytes>(f.weight);
+  for (const Hop& h : f.route) {
+    Link& l = links_[h.link];
     const Member last = l.members.back();
-    l.members[idx] = last;
-    flows_[last.flow].pos_in_link[last.hop] = idx;
+    l.members[h.pos] = last;
+    flows_[last.flow].route[last.hop].pos = h.pos;
     l.members.pop_back();
     if (l.members.empty()) l.stats.busy_ps += t - l.busy_since;
-    l.stats.completed_bytes[f.traffic_class] += f.bytes;
-    touch(f.route[k]);
+    l.stats.completed_bytes[f.traffic_class] += bytes;
+    touch(h.link);
   }
 }
 
 void FlowNetwork::complete(std::uint32_t slot, SimTime t) {
   Flow& f = flows_[slot];
   if (f.state == State::Sharing) leave(slot, t);
-  completed_.push_back({f.tag, t, (static_cast<FlowId>(f.generation) << 32) | slot});
+  completed_.push_back({f.tag, t, (static_cast<FlowId>(f.generation) << 32) | slot, f.weight});
   f.state = State::Free;
   f.rate = 0;
   ++f.generation;
@@ -297,10 +356,10 @@ void FlowNetwork::collect_component() {
       if (f.visit == epoch_) continue;
       f.visit = epoch_;
       comp_flows_.push_back(m.flow);
-      for (LinkId l : f.route) {
-        if (links_[l].visit != epoch_) {
-          links_[l].visit = epoch_;
-          comp_links_.push_back(l);
+      for (const Hop& h : f.route) {
+        if (links_[h.link].visit != epoch_) {
+          links_[h.link].visit = epoch_;
+          comp_links_.push_back(h.link);
         }
       }
     }
@@ -322,7 +381,21 @@ void FlowNetwork::collect_all() {
 FlowNetwork::BottleneckEntry FlowNetwork::bottleneck_entry(LinkId link) const {
   const Link& l = links_[link];
   const double rem = l.rem > 0 ? l.rem : 0.0;
-  return {rem / l.unfixed, link, l.version};
+  return {rem / static_cast<double>(l.unfixed), link, l.version};
+}
+
+void FlowNetwork::fix_flow(std::uint32_t slot, double share) {
+  Flow& f = flows_[slot];
+  f.fixed = true;
+  f.new_rate = share;
+  for (const Hop& h : f.route) {
+    Link& l = links_[h.link];
+    l.fixing += f.weight;
+    if (!l.dirty) {
+      l.dirty = true;
+      dirty_links_.push_back(h.link);
+    }
+  }
 }
 
 void FlowNetwork::solve(SimTime t) {
@@ -346,42 +419,58 @@ void FlowNetwork::solve(SimTime t) {
     Link& l = links_[id];
     l.rem = l.capacity;
     l.new_load = 0;
-    l.unfixed = static_cast<std::uint32_t>(l.members.size());
+    l.unfixed = 0;
+    for (const Member& m : l.members) l.unfixed += m.weight;
     ++l.version;
     if (l.unfixed > 0) bottlenecks_.push_back(bottleneck_entry(id));
   }
+  for (std::uint32_t slot : comp_flows_) {
+    Flow& f = flows_[slot];
+    f.fixed = false;
+    if (f.max_rate != kUncapped) bottlenecks_.push_back({f.max_rate, kCapBit | slot, 0});
+  }
   std::make_heap(bottlenecks_.begin(), bottlenecks_.end(), after);
-  for (std::uint32_t slot : comp_flows_) flows_[slot].fixed = false;
 
+  // One step per distinct share: every link and cap offering the minimum share s fixes its
+  // unfixed flows at s; then each link crossed subtracts (weight fixed on it) x s, once.
   // Stops when every flow is fixed: the entries left are stale or belong to fully fixed links.
   std::size_t unfixed_flows = comp_flows_.size();
   while (unfixed_flows > 0 && !bottlenecks_.empty()) {
     std::pop_heap(bottlenecks_.begin(), bottlenecks_.end(), after);
-    const BottleneckEntry e = bottlenecks_.back();
-    bottlenecks_.pop_back();
-    const Link& b = links_[e.link];
-    if (e.version != b.version) continue;
-    const double share = e.share;
-    for (const Member& m : b.members) {
-      Flow& f = flows_[m.flow];
-      if (f.fixed) continue;
-      f.fixed = true;
-      f.new_rate = share;
-      --unfixed_flows;
-      for (LinkId id : f.route) {
-        Link& l = links_[id];
-        l.rem -= share;
-        l.new_load += share;
-        --l.unfixed;
-        if (!l.dirty) {
-          l.dirty = true;
-          dirty_links_.push_back(id);
+    const double share = bottlenecks_.back().share;
+    step_.clear();
+    for (;;) {
+      const BottleneckEntry e = bottlenecks_.back();
+      bottlenecks_.pop_back();
+      const bool live = (e.id & kCapBit) != 0 ? !flows_[e.id & ~kCapBit].fixed
+                                              : e.version == links_[e.id].version;
+      if (live) step_.push_back(e.id);
+      if (bottlenecks_.empty() || bottlenecks_.front().share != share) break;
+      std::pop_heap(bottlenecks_.begin(), bottlenecks_.end(), after);
+    }
+    for (std::uint32_t id : step_) {
+      if ((id & kCapBit) != 0) {
+        const std::uint32_t slot = id & ~kCapBit;
+        if (!flows_[slot].fixed) {
+          fix_flow(slot, share);
+          --unfixed_flows;
         }
+        continue;
+      }
+      for (const Member& m : links_[id].members) {
+        if (flows_[m.flow].fixed) continue;
+        fix_flow(m.flow, share);
+        --unfixed_flows;
       }
     }
     for (LinkId id : dirty_links_) {
       Link& l = links_[id];
       l.dirty = false;
+      const double fixed = static_cast<double>(l.fixing) * share;
+      l.rem -= fixed;
+      l.new_load += fixed;
+      l.unfixed -= l.fixing;
+      l.fixing = 0;
       ++l.version;
       if (l.unfixed > 0) {
         bottlenecks_.push_back(bottleneck_entry(id));
@@ -392,16 +481,14 @@ void FlowNetwork::solve(SimTime t) {
   }
   bottlenecks_.clear();
 
+  redated_.clear();
   for (std::uint32_t slot : comp_flows_) {
     if (flows_[slot].new_rate == flows_[slot].rate) continue;
     redate(slot, t);
-    ++counters_.flows_redated;
-    if (flows_[slot].date == kNever) {
-      if (flows_[slot].heap_pos >= 0) heap_remove(slot);
-    } else {
-      heap_push_or_update(slot);
-    }
+    redated_.push_back(slot);
   }
+  counters_.flows_redated += redated_.size();
+  requeue_redated();
   for (LinkId id : comp_links_) {
     Link& l = links_[id];
     if (l.new_load != l.load) {
@@ -418,7 +505,11 @@ void FlowNetwork::solve(SimTime t) {
 
 void FlowNetwork::redate(std::uint32_t slot, SimTime t) {
   Flow& f = flows_[slot];
-  if (f.rate > 0) f.remaining -= f.rate * static_cast<double>(t - f.t_mark) / kPs;
+  if (f.rate > 0) {
+    const double moved = f.rate * static_cast<double>(t - f.t_mark) / kPs;
+    f.remaining -= moved;
+    f.delivered_before_mark += moved;
+  }
   f.t_mark = t;
   f.rate = f.new_rate;
   f.date = completion_date(t, f.remaining, f.rate);
@@ -426,49 +517,90 @@ void FlowNetwork::redate(std::uint32_t slot, SimTime t) {
 
 // ---- indexed heap ----------------------------------------------------------------------------
 
-bool FlowNetwork::heap_less(std::uint32_t a, std::uint32_t b) const {
-  const Flow& fa = flows_[a];
-  const Flow& fb = flows_[b];
-  return fa.date < fb.date || (fa.date == fb.date && fa.seq < fb.seq);
+// Puts the re-dated flows at their new dates: one sift each when few, else new dates written in
+// place and the heap rebuilt in O(n) (a solve over a collective re-dates all its flows at once).
+void FlowNetwork::requeue_redated() {
+  if (redated_.size() * 8 < heap_.size() + redated_.size() || redated_.size() < kBulkTake) {
+    for (std::uint32_t slot : redated_) {
+      if (flows_[slot].date == kNever) {
+        if (flows_[slot].heap_pos >= 0) heap_remove(slot);
+      } else {
+        heap_push_or_update(slot);
+      }
+    }
+    return;
+  }
+  bool dropped = false;
+  for (std::uint32_t slot : redated_) {
+    Flow& f = flows_[slot];
+    if (f.heap_pos >= 0) {
+      heap_[static_cast<std::size_t>(f.heap_pos)].date = f.date;
+      dropped |= f.date == kNever;
+    } else if (f.date != kNever) {
+      heap_.push_back({f.date, f.seq, slot});
+    }
+  }
+  if (dropped) {
+    std::size_t kept = 0;
+    for (const HeapEntry& e : heap_) {
+      if (e.date == kNever) {
+        flows_[e.slot].heap_pos = -1;
+      } else {
+        heap_[kept++] = e;
+      }
+    }
+    heap_.resize(kept);
+  }
+  heap_rebuild();
 }
 
-void FlowNetwork::heap_set(std::size_t pos, std::uint32_t slot) {
-  heap_[pos] = slot;
-  flows_[slot].heap_pos = static_cast<std::int32_t>(pos);
+void FlowNetwork::heap_rebuild() {
+  std::make_heap(heap_.begin(), heap_.end(),
+                 [](const HeapEntry& a, const HeapEntry& b) { return date_after(a, b); });
+  for (std::size_t i = 0; i < heap_.size(); ++i) {
+    flows_[heap_[i].slot].heap_pos = static_cast<std::int32_t>(i);
+  }
+}
+
+void FlowNetwork::heap_set(std::size_t pos, const HeapEntry& e) {
+  heap_[pos] = e;
+  flows_[e.slot].heap_pos = static_cast<std::int32_t>(pos);
 }
 
 void FlowNetwork::heap_sift_up(std::size_t pos) {
-  const std::uint32_t slot = heap_[pos];
+  const HeapEntry e = heap_[pos];
   while (pos > 0) {
     const std::size_t parent = (pos - 1) / 2;
-    if (!heap_less(slot, heap_[parent])) break;
+    if (!date_after(heap_[parent], e)) break;
     heap_set(pos, heap_[parent]);
     pos = parent;
   }
-  heap_set(pos, slot);
+  heap_set(pos, e);
 }
 
 void FlowNetwork::heap_sift_down(std::size_t pos) {
-  const std::uint32_t slot = heap_[pos];
+  const HeapEntry e = heap_[pos];
   const std::size_t n = heap_.size();
   for (;;) {
     std::size_t child = 2 * pos + 1;
     if (child >= n) break;
-    if (child + 1 < n && heap_less(heap_[child + 1], heap_[child])) ++child;
-    if (!heap_less(heap_[child], slot)) break;
+    if (child + 1 < n && date_after(heap_[child], heap_[child + 1])) ++child;
+    if (!date_after(e, heap_[child])) break;
     heap_set(pos, heap_[child]);
     pos = child;
   }
-  heap_set(pos, slot);
+  heap_set(pos, e);
 }
 
 void FlowNetwork::heap_push_or_update(std::uint32_t slot) {
   Flow& f = flows_[slot];
   if (f.heap_pos < 0) {
-    heap_.push_back(slot);
+    heap_.push_back({f.date, f.seq, slot});
     heap_sift_up(heap_.size() - 1);
   } else {
-    heap_sift_up(static_cast<std::size_t>(f.heap_pos));
+    const auto pos = static_cast<std::size_t>(f.heap_pos);
+    heap_[pos].date = f.date;
+    heap_sift_up(pos);
     heap_sift_down(static_cast<std::size_t>(f.heap_pos));
   }
 }
@@ -476,12 +608,12 @@ void FlowNetwork::heap_push_or_update(std::uint32_t slot) {
 void FlowNetwork::heap_remove(std::uint32_t slot) {
   const std::size_t pos = static_cast<std::size_t>(flows_[slot].heap_pos);
   flows_[slot].heap_pos = -1;
-  const std::uint32_t last = heap_.back();
+  const HeapEntry last = heap_.back();
   heap_.pop_back();
   if (pos < heap_.size()) {
     heap_set(pos, last);
     heap_sift_up(pos);
-    heap_sift_down(static_cast<std::size_t>(flows_[last].heap_pos));
+    heap_sift_down(static_cast<std::size_t>(flows_[last.slot].heap_pos));
   }
 }
 

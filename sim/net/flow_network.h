@@ -14,12 +14,28 @@
 // A flow with zero bytes or an empty route (a copy inside one GPU, modelled as infinite bandwidth)
 // completes when its latency ends and never touches a link.
 //
-// Max-min fairness by progressive filling (the "bottleneck" algorithm): every link L with n(L)
-// unfixed flows offers the share rem(L) / n(L), where rem(L) is its capacity minus the rates
-// already fixed on it. Repeatedly take the link with the smallest share (ties: smallest LinkId),
-// fix all its unfixed flows at that share, subtract the share from every link those flows cross.
-// The result is the unique max-min fair allocation: every flow crosses a saturated link on which
-// no other flow has a larger rate.
+// Max-min fairness by progressive filling (the "bottleneck" algorithm): every link L whose
+// unfixed flows weigh n(L) in total offers the share rem(L) / n(L), where rem(L) is its capacity
+// minus the rates already fixed on it; a flow with a rate cap offers its cap. Repeatedly take the
+// smallest share s and *every* link (and cap) offering exactly s, fix all their unfixed flows at
+// s, then subtract k(L) x s once from every link L those flows cross, k(L) being the weight fixed
+// on L in this step. The result is the unique max-min fair allocation: every flow crosses a
+// saturated link on which no other flow has a larger rate, or runs at its cap.
+// Why all the ties in one step: in exact arithmetic a link tied at the minimum keeps offering s
+// after the others' flows are fixed ((n s - k s) / (n - k) = s), so fixing them together is the
+// same allocation without the ulp drift of fixing them one after the other; and an integer k times
+// s, subtracted once, makes a flow of weight k bit-identical to k separate flows (below).
+//
+// Weighted flows and rate caps
+// ----------------------------
+// A flow of weight w stands for w identical flows (same route, bytes, start, latency, cap): it is
+// one entry everywhere (members, heap, batch) but counts w in n(L), is fixed with k(L) += w and
+// credits w x bytes to the links it completes on. Identical flows always get identical rates, so
+// the weighted flow's rate, completion picosecond and every link's load are bit for bit those of
+// the w separate flows (tested against the unweighted network). A rate cap (max_rate) is a
+// private link of that capacity per unit flow, solved as one: a flow offered at a fixed rate by an
+// application, or a NIC-side limit. An endless flow (bytes = kEndlessBytes) never completes: a
+// persistent background load that takes its max-min share until the run ends.
 //
 // Incremental solving (SimGrid's LMM "selective update", STYLE habit 4)
 // ---------------------------------------------------------------------
@@ -27,11 +43,12 @@
 // (links joined through flows in their sharing phase) it belongs to. When flows join or leave, or
 // a capacity changes, only the components containing the touched links are re-solved, from
 // scratch. Why this is bit-identical to solving everything (SolverMode::Full, kept as an oracle):
-//   - the only choice is "which link next"; the order (share, LinkId) is total, so restricted to
-//     one component, the global sequence of bottleneck links is exactly the sequence the
-//     component solve produces (other components' steps never change this component's shares);
-//   - each step subtracts one value (the share) from each touched link, once per fixed flow, so
-//     the order flows are visited in within a step cannot change any double.
+//   - the only choice is "which share next"; restricted to one component, the global sequence of
+//     steps is exactly the sequence the component solve produces: a global step at share s holds
+//     this component's links (and caps) offering s, which is then this component's minimum, and
+//     other components' steps never change this component's shares;
+//   - each step subtracts k(L) x s from each touched link once, k(L) an integer, so the order in
+//     which flows and links are visited within a step cannot change any double.
 // Then only flows whose rate changed (compared bit for bit) are "re-dated": their remaining bytes
 // are brought up to date and a new completion date is computed; the others keep the date they
 // had. This is also what makes the two modes agree to the picosecond over a whole run: remaining
@@ -51,11 +68,16 @@
 // Events and determinism (STYLE habits 2, 3)
 // ------------------------------------------
 // The network keeps one indexed binary heap of dates, one entry per flow that has a next date (end
-// of latency, or completion), keyed by (date, start order). A re-dated flow moves inside the heap
-// in O(log n) (an indexed heap instead of lazy generation-checked entries, so the heap never holds
-// stale entries and needs no compaction when a busy link re-dates all its flows on every event;
-// an O(n) rebuild when most flows are re-dated was measured no faster: when one link's share
-// changes, all its flows' dates move together and the sifts are short).
+// of latency, or completion), keyed by (date, start order), the key stored in the entry so that
+// sifting reads one contiguous array. A re-dated flow moves inside the heap in O(log n) (an indexed
+// heap instead of lazy generation-checked entries, so the heap never holds stale entries).
+// Collectives make thousands of flows share one date (they all end their latency together and
+// symmetric ones complete together), so both directions have a bulk path: a batch that finds more
+// than a few dozen flows at its date takes them all in one scan of the heap, sorts them by start
+// order and rebuilds the rest in O(n), instead of a full-depth sift per flow; a solve that
+// re-dates a large fraction of the heap writes the new dates in place and rebuilds it in O(n).
+// The order of extraction is the total order (date, start order), whatever the heap's layout, so
+// the bulk paths change the cost and nothing else.
 // All events at the same picosecond form one batch: completions leave and latencies end, in start
 // order, then one solve covers every touched component. Completions at the same picosecond are
 // therefore reported together, in start order, and flows that end at T never share with flows
@@ -76,7 +98,8 @@
 // Cost
 // ----
 // start_flow: O(route + log F). A batch: O(route) per flow that leaves or joins, plus one solve of
-// the touched components: O(sum of route lengths in them * log L) plus O(log F) per re-dated flow.
+// the touched components: O(sum of route lengths in them + steps * log L) plus O(log F) per
+// re-dated flow (O(F) in all when most of the heap is re-dated or ends together).
 // Full mode solves every link and flow on every batch. No allocation in steady state: links and
 // flows are plain structs in vectors, flow slots are recycled with their buffers, and the solver
 // reuses its scratch vectors.
@@ -100,6 +123,9 @@ using LinkId = std::uint32_t;
 using FlowId = std::uint64_t;
 
 inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
+// `bytes` of a flow that never completes (see "Weighted flows and rate caps").
+inline constexpr Bytes kEndlessBytes = std::numeric_limits<Bytes>::max();
+inline constexpr double kUncapped = std::numeric_limits<double>::infinity();
 
 // Traffic classes let reports split a link's bytes (e.g. 0 = DP, 1 = PP, 2 = TP, 3 = other).
 inline constexpr int kTrafficClasses = 4;
@@ -115,6 +141,7 @@ struct Completion {
   std::uint64_t tag;
   SimTime time;  // the picosecond the flow finished (<= the time passed to advance_to)
   FlowId flow;
+  std::uint32_t weight = 1;  // how many identical flows it stood for
 };
 
 struct LinkStats {
@@ -156,9 +183,12 @@ class FlowNetwork {
   // ---- flows ---------------------------------------------------------------------------------
   // Starts a flow at `now` (>= now()): it waits `latency` ps, then shares the route's links until
   // `bytes` are delivered, and is then reported with `tag`. The route is copied. traffic_class <
-  // kTrafficClasses only labels the bytes in LinkStats.
+  // kTrafficClasses only labels the bytes in LinkStats. `weight` >= 1 identical flows are
+  // started as one; each runs at most `max_rate` bytes/s (> 0, kUncapped: no cap). bytes =
+  // kEndlessBytes: the flow never completes (it needs a non-empty route).
   FlowId start_flow(SimTime now, std::span<const LinkId> route, Bytes bytes, SimTime latency,
-                    std::uint64_t tag, std::uint8_t traffic_class = 0);
+                    std::uint64_t tag, std::uint8_t traffic_class = 0, std::uint32_t weight = 1,
+                    double max_rate = kUncapped);
 
   // Earliest picosecond at which the network changes by itself (a latency ends or a flow
   // completes); kNever when nothing is pending.
@@ -177,11 +207,15 @@ class FlowNetwork {
 
   // ---- queries (for tests, reports, traces) --------------------------------------------------
   FlowPhase flow_phase(FlowId flow) const;
-  // Current rate in bytes/s (0 in the latency phase and once finished).
+  // Current rate in bytes/s of one of the flow's `weight` unit flows (0 in the latency phase and
+  // once finished).
   double flow_rate(FlowId flow) const;
-  // Bytes still to deliver at `now` >= the flow's last re-dating; the full size in the latency
-  // phase, 0 once finished.
+  // Bytes one unit flow still has to deliver at `now` >= the flow's last re-dating; the full size
+  // in the latency phase, 0 once finished, +inf for an endless flow.
   double flow_remaining(FlowId flow, SimTime now) const;
+  // Bytes one unit flow has delivered by `now` (>= its last re-dating): exact for endless flows
+  // too, which report no completion.
+  double flow_delivered(FlowId flow, SimTime now) const;
   // Scheduled completion (kNever if stalled or still in latency phase with unknown rate).
   SimTime flow_completion(FlowId flow) const;
 
@@ -200,6 +234,7 @@ class FlowNetwork {
   struct Member {             // one entry of a link's list of sharing flows
     std::uint32_t flow;       // flow slot
     std::uint32_t hop;        // index of this link in the flow's route
+    std::uint32_t weight;     // the flow's, here so a solve sums weights without visiting flows
   };
 
   struct Link {
@@ -208,7 +243,8 @@ class FlowNetwork {
     // solver scratch
     double rem = 0;
     double new_load = 0;
-    std::uint32_t unfixed = 0;
+    std::uint64_t unfixed = 0;  // weight of its members not yet fixed
+    std::uint64_t fixing = 0;   // weight fixed on it in the current step
     std::uint32_t version = 0;  // invalidates stale bottleneck-heap entries
     std::uint32_t visit = 0;    // BFS epoch stamp
     bool dirty = false;
@@ -220,10 +256,17 @@ class FlowNetwork {
     LinkStats stats;
   };
 
+  struct Hop {
+    LinkId link;
+    std::uint32_t pos;  // index of the flow in links_[link].members
+  };
+
   struct Flow {
-    double remaining = 0;  // bytes left at t_mark
+    double remaining = 0;  // bytes left at t_mark (per unit flow; +inf if endless)
     double rate = 0;
     double new_rate = 0;   // solver scratch
+    double max_rate = kUncapped;
+    double delivered_before_mark = 0;  // per unit flow, since it joined
     SimTime t_mark = 0;
     SimTime date = kNever;  // end of latency or completion; kNever if none
     std::uint64_t seq = 0;  // start order, the heap tie-break
@@ -232,17 +275,25 @@ class FlowNetwork {
     std::int32_t heap_pos = -1;
     std::uint32_t generation = 0;
     std::uint32_t visit = 0;
+    std::uint32_t weight = 1;
     State state = State::Free;
     std::uint8_t traffic_class = 0;
     bool fixed = false;
-    std::vector<LinkId> route;
-    std::vector<std::uint32_t> pos_in_link;  // index in links_[route[k]].members
+    std::vector<Hop> route;
   };
 
+  // A link's offer, or (id with kCapBit) a capped flow's cap.
   struct BottleneckEntry {
     double share;
-    LinkId link;
+    std::uint32_t id;
     std::uint32_t version;
+  };
+  static constexpr std::uint32_t kCapBit = 0x80000000u;
+
+  struct HeapEntry {
+    SimTime date;
+    std::uint64_t seq;
+    std::uint32_t slot;
   };
 
   const Flow* find(FlowId id) const;
@@ -256,16 +307,19 @@ class FlowNetwork {
   void solve(SimTime t);
   void collect_component();
   void collect_all();
+  void fix_flow(std::uint32_t slot, double share);
   void redate(std::uint32_t slot, SimTime t);
   BottleneckEntry bottleneck_entry(LinkId link) const;
 
   // indexed min-heap of flow slots by (date, seq)
-  bool heap_less(std::uint32_t a, std::uint32_t b) const;
-  void heap_set(std::size_t pos, std::uint32_t slot);
+  void heap_set(std::size_t pos, const HeapEntry& e);
   void heap_sift_up(std::size_t pos);
   void heap_sift_down(std::size_t pos);
   void heap_push_or_update(std::uint32_t slot);
   void heap_remove(std::uint32_t slot);
+  void heap_rebuild();
+  void take_batch(SimTime t);
+  void requeue_redated();
 
   SolverMode mode_;
   SimTime now_ = 0;
@@ -276,7 +330,7 @@ class FlowNetwork {
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_slots_;
-  std::vector<std::uint32_t> heap_;
+  std::vector<HeapEntry> heap_;
   std::vector<Completion> completed_;
 
   // scratch, reused
@@ -286,6 +340,8 @@ class FlowNetwork {
   std::vector<std::uint32_t> comp_flows_;
   std::vector<LinkId> dirty_links_;
   std::vector<BottleneckEntry> bottlenecks_;
+  std::vector<std::uint32_t> step_;     // ids offering the current step's share
+  std::vector<std::uint32_t> redated_;  // flows re-dated by the last solve
 
   SolverCounters counters_;
 };

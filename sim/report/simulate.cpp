@@ -284,7 +284,24 @@ Simulation simulate_step(const Scenario& s) {
     case NetworkModel::Flow: {
       std::vector<std::uint8_t> classes;
       for (GroupKind k : sim.plan.group_kind) classes.push_back(static_cast<std::uint8_t>(k));
-      FlowComm comm(s.cluster, {}, classes);
+      FlowCommOptions options;
+      if (plan.folded()) {  // inject the other replicas' copies of what reaches the fabric
+        options.replicas = s.parallel.dp;
+        options.replica_rank_stride = s.parallel.tp;  // Megatron's order: tp, then dp, then pp
+      }
+      FlowComm comm(s.cluster, options, classes);
+      if (s.whatif.background_nodes > 0) {  // first: it rebuilds the fabric with the other job
+        BackgroundJob job;
+        job.nodes = s.whatif.background_nodes;
+        job.placement = s.whatif.background_placement == WhatIf::Placement::After
+                            ? BackgroundJob::Placement::After
+                            : BackgroundJob::Placement::Interleaved;
+        job.pattern = s.whatif.background_pattern == WhatIf::Pattern::AllToAll
+                          ? BackgroundJob::Pattern::AllToAll
+                          : BackgroundJob::Pattern::Ring;
+        job.load = s.whatif.background_load;
+        comm.add_background_job(job);
+      }
       for (int node : s.whatif.degraded_nodes) comm.scale_node_nics(node, s.whatif.nic_bandwidth_factor);
       sim.result = run_engine(plan, compute, comm);
       sim.network = comm.link_report(sim.result.makespan).to_json();

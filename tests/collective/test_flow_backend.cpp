@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "sim/collective/nccl_plan.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/parallel/training_plan.h"
+#include "sim/report/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim {
@@ -351,6 +353,44 @@ TEST(flowBackend, TwoToOneOversubscriptionHalvesCrossLeafBusBandwidth) {
   EXPECT_NEAR(static_cast<double>(S) / ps_to_seconds(closed1) * 2 * 31 / 32, full, 1e-6 * full);
 }
 
+// FlowComm injects identical NCCL flows (same links, same bytes) as one weighted flow. The
+// collective must end at the very picosecond the unmerged flows give on a bare network, each
+// injected on its own: 8 DGX H100 (NVLS tree) and 16 nodes with NCCL's double binary tree forced
+// (whose channels c and c + C/2 share rails, hence merge).
+TEST(flowBackend, WeightedLayoutEndsWhenTheUnitFlowsEnd) {
+  struct Case {
+    int nodes;
+    std::optional<nccl::Algo> algo;
+  };
+  for (const Case& k : {Case{8, std::nullopt}, Case{16, nccl::Algo::Tree}}) {
+    FlowCommOptions o;
+    o.nccl.algo = k.algo;
+    FlowComm flow(preset("dgx-h100", k.nodes), o);
+    const std::vector<std::int32_t> ranks = range(0, 8 * k.nodes);
+    const Bytes S = Bytes{1} << 30;
+    PlanBuilder b;
+    const std::uint32_t c = b.collective(CollectiveKind::AllReduce, b.group(ranks), S);
+    const SimTime end = play(flow, b.plan, {{0, c}})[c];
+
+    const nccl::RoutedPlan rp = layout_of(flow, CollectiveKind::AllReduce, S, ranks);
+    net::FlowNetwork bare;
+    for (const TopoLink& l : flow.topology().links()) bare.add_link(l.bandwidth);
+    for (std::size_t i = 0; i < rp.flows.size(); ++i) {
+      bare.start_flow(0, rp.flows[i].links, rp.flows[i].bytes, seconds_to_ps(rp.latency_s), i);
+    }
+    SimTime last = 0;
+    while (bare.next_event_time() != net::kNever) bare.advance_to(bare.next_event_time());
+    std::vector<net::Completion> done;
+    bare.drain_completed(done);
+    ASSERT_EQ(done.size(), rp.flows.size());
+    for (const auto& d : done) last = std::max(last, d.time);
+    EXPECT_EQ(end, last) << k.nodes << " nodes";
+    const LinkReport rep = flow.link_report(end);
+    EXPECT_EQ(rep.flows, rp.flows.size());
+    EXPECT_LT(rep.network_flows, rep.flows / 2) << "identical flows were merged";
+  }
+}
+
 // Same input, same output, bit for bit; and the Full solver (the oracle) gives the same times.
 TEST(flowBackend, DeterministicAndSolverModeIndependent) {
   auto run = [](net::SolverMode mode) {
@@ -448,6 +488,114 @@ TEST(flowBackend, EngineStepMatchesTheAnalyticalBackendWithoutContention) {
   ComputeCost compute_f(s, folded);
   const EngineResult rff = run_engine(folded.plan, compute_f, flow_f);
   EXPECT_EQ(rff.makespan, rf.makespan);
+}
+
+}  // namespace
+}  // namespace zerosim
+
+namespace zerosim {
+namespace {
+
+// Folded plans inject the other replicas' copies of collectives that reach the fabric. 8 DGX H100
+// on a clos fabric (top-of-rack leaves of 4 nodes, all 32 NICs each), 16:1 oversubscribed: a
+// leaf keeps 2 uplinks of 50 GB/s. TP 8 inside each node, PP 2 (stage 0 on nodes 0-3 = leaf 0,
+// stage 1 on nodes 4-7 = leaf 1), DP 4. Replica d's pipeline sends go from node d to node 4 + d,
+// 8 flows (one per NIC), up the uplink (4 + d) mod 2: replicas 0 and 2 share one, 1 and 3 the
+// other. Folded without copies, replica 0's 8 sends have their uplink alone; in the real step
+// (unfolded, every rank played) they share it with replica 2's 8. With the copies the folded
+// step is the unfolded one; without them it is faster.
+TEST(flowBackend, FoldedStepInjectsTheOtherReplicasFabricTraffic) {
+  json doc = {{"model",
+               {{"num_layers", 4},
+                {"hidden_size", 1024},
+                {"num_attention_heads", 8},
+                {"vocab_size", 1000},
+                {"seq_length", 1024}}},
+              {"cluster",
+               {{"preset", "dgx-h100"}, {"nodes", 8}, {"topology", "clos"},
+                {"oversubscription", 16}}},
+              {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 4}}},
+              {"parallel", {{"tp", 8}, {"pp", 2}}},
+              {"zero", {{"stage", 1}}},
+              {"sim", {{"network", "flow"}, {"ranks", "folded"}}}};
+  const Scenario folded_s = resolve_scenario(doc);
+  ASSERT_EQ(folded_s.parallel.dp, 4);
+  const Simulation folded = simulate_step(folded_s);
+  ASSERT_TRUE(folded.plan.plan.folded());
+  doc["sim"]["ranks"] = "all";
+  const Simulation all = simulate_step(resolve_scenario(doc));
+  ASSERT_FALSE(all.plan.plan.folded());
+  EXPECT_NEAR(folded.report.step_time_s, all.report.step_time_s, 1e-9 * all.report.step_time_s);
+  EXPECT_NEAR(folded.report.breakdown.exposed_by_group[2], all.report.breakdown.exposed_by_group[2],
+              1e-9);
+  // 3 other replicas' copies of each pipeline send (the DP collectives already span all).
+  EXPECT_GT(folded.network["replica_copies"].get<std::uint64_t>(), 0u);
+
+  // The same folded plan without the copies misses the contention.
+  std::vector<std::uint8_t> classes;
+  for (GroupKind k : folded.plan.group_kind) classes.push_back(static_cast<std::uint8_t>(k));
+  FlowComm alone(folded_s.cluster, {}, classes);
+  ComputeCost compute(folded_s, folded.plan);
+  const EngineResult r = run_engine(folded.plan.plan, compute, alone);
+  EXPECT_LT(ps_to_seconds(r.makespan), 0.9 * all.report.step_time_s);
+}
+
+}  // namespace
+}  // namespace zerosim
+
+namespace zerosim {
+namespace {
+
+// Own vs Slowest completion of a folded collective with copies. 4 DGX H100, SUs of 3 nodes
+// (SU 0 = nodes 0-2, SU 1 = node 3), 2:1. Two replicas of 2 nodes (rank stride 16). The folded
+// send {3, 11} goes node 0 -> node 1 inside SU 0's rail-3 leaf at the NIC's 50 GB/s; replica
+// 1's copy {19, 27} goes node 2 -> node 3 across the SUs, at the slowest link of its route
+// (an oversubscribed leaf-spine link). Own: the collective ends with its own copy, at alpha +
+// W / 50e9; Slowest: with the copy, at alpha + W / (that link's bandwidth).
+TEST(flowBackend, FoldedCopiesEndWithTheOwnCopyOrTheSlowest) {
+  const Bytes S = Bytes{64} << 20;
+  Plan p;
+  p.num_ranks = 2;
+  p.group_ranks = {0, 1};
+  p.group_begin = {0, 2};
+  p.group_names = {"pp"};
+  p.real_rank = {3, 11};
+  p.cost_begin = {0, 2};
+  p.cost_ranks = {3, 11};
+  Collective c;
+  c.kind = CollectiveKind::SendRecv;
+  c.group = 0;
+  c.bytes = S;
+  p.collectives.push_back(c);
+  ASSERT_TRUE(p.folded());
+  auto run = [&](ReplicaCompletion mode, nccl::RoutedPlan* own, nccl::RoutedPlan* copy) {
+    FlowCommOptions o;
+    o.topology.nodes_per_leaf = 3;
+    o.replicas = 2;
+    o.replica_rank_stride = 16;
+    o.replica_completion = mode;
+    FlowComm flow(preset("dgx-h100", 4, {{"oversubscription", 2}}), o);
+    *own = layout_of(flow, CollectiveKind::SendRecv, S, {3, 11});
+    *copy = layout_of(flow, CollectiveKind::SendRecv, S, {19, 27});
+    const SimTime end = play(flow, p, {{0, 0}})[0];
+    EXPECT_EQ(flow.link_report(end).replica_copies, 1u);
+    return static_cast<double>(end);
+  };
+  nccl::RoutedPlan own, copy;
+  const double t_own = run(ReplicaCompletion::Own, &own, &copy);
+  const double t_slow = run(ReplicaCompletion::Slowest, &own, &copy);
+  ASSERT_EQ(own.flows.size(), 1u);
+  ASSERT_EQ(copy.flows.size(), 1u);
+  FlowCommOptions o;
+  o.topology.nodes_per_leaf = 3;
+  const FlowComm probe(preset("dgx-h100", 4, {{"oversubscription", 2}}), o);
+  const Topology& topo = probe.topology();
+  double slowest_link = 1e300;
+  for (LinkId l : copy.flows[0].links) slowest_link = std::min(slowest_link, topo.link(l).bandwidth);
+  ASSERT_LT(slowest_link, 50e9);
+  const double alpha = static_cast<double>(seconds_to_ps(own.latency_s));
+  EXPECT_NEAR(t_own, alpha + static_cast<double>(own.flows[0].bytes) / 50e9 * 1e12, 3);
+  EXPECT_NEAR(t_slow, alpha + static_cast<double>(copy.flows[0].bytes) / slowest_link * 1e12, 3);
 }
 
 }  // namespace

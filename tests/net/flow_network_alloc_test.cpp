@@ -59,5 +59,39 @@ TEST(FlowNetworkAlloc, SteadyStateAllocatesNothing) {
   }
 }
 
+// Collective-like rounds: 300 flows start together with one latency, so batches take them in
+// bulk and solves re-date most of the heap at once (the O(n) paths), with weights and caps, beside
+// an endless capped flow started once before the measured window.
+void run_bulk_round(FlowNetwork& net, SimTime start, std::vector<Completion>& done) {
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    const LinkId route[2] = {i % 16, (i / 16 + 3) % 16 == i % 16 ? (i + 1) % 16 : (i / 16 + 3) % 16};
+    net.start_flow(start, route, 1'000'000 * (1 + i % 3), 500'000, i, i % 4, 1 + i % 5,
+                   i % 7 == 0 ? 1e8 : kUncapped);
+  }
+  while (net.next_event_time() != kNever) {
+    net.advance_to(net.next_event_time());
+    net.drain_completed(done);
+  }
+}
+
+TEST(FlowNetworkAlloc, BulkBatchesAllocateNothing) {
+  for (SolverMode mode : {SolverMode::Incremental, SolverMode::Full}) {
+    FlowNetwork net(mode);
+    for (int l = 0; l < 16; ++l) net.add_link(1e9 * (1 + l % 3));
+    const LinkId bg[2] = {0, 5};
+    net.start_flow(0, bg, kEndlessBytes, 0, 999, 3, 2, 2e8);
+    std::vector<Completion> done;
+    done.reserve(1000);
+    run_bulk_round(net, 0, done);
+    ASSERT_EQ(done.size(), 300u);
+    const long before = g_allocations.load();
+    run_bulk_round(net, net.now() + 1, done);
+    const long after = g_allocations.load();
+    ASSERT_EQ(done.size(), 600u);
+    EXPECT_EQ(after - before, 0) << "allocations in the second round";
+    EXPECT_EQ(net.active_flows(), 1u);
+  }
+}
+
 }  // namespace
 }  // namespace zerosim::net

@@ -1,0 +1,61 @@
+// The background-job what-if from the command line: it needs the flow network, so without
+// `sim.network=flow` the parser refuses it (exit status 2, one line naming the key); with it, the
+// run succeeds and the JSON report's network section shows the other job.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string err;
+};
+
+Outcome run(const std::string& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string err_path = dir + "/flow_cli_stderr.txt";
+  const std::string cmd = std::string(ZEROSIM_BIN) + " " + args + " >/dev/null 2>" + err_path;
+  const int raw = std::system(cmd.c_str());
+  Outcome r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream in(err_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+const char* kSmall = "simulate --model llama2-7b --cluster dgx-h100 --nodes 2 --zero 2 --mbs 2 --gbs 64";
+
+TEST(flowCli, BackgroundJobWithoutFlowExitsTwo) {
+  const Outcome r = run(std::string(kSmall) + " --set whatif.background_nodes=4");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("whatif.background_nodes"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // the default scenario too
+  EXPECT_EQ(run("simulate --set whatif.background_nodes=4").status, 2);
+}
+
+TEST(flowCli, BackgroundJobWithFlowRuns) {
+  const std::string out = ::testing::TempDir() + "/flow_cli_report.json";
+  const Outcome r = run(std::string(kSmall) +
+                    " --set sim.network=flow --set whatif.background_nodes=4"
+                    " --set whatif.background_placement=after --json " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["network"]["background"]["nodes"], 4);
+  EXPECT_EQ(j["network"]["background"]["placement"], "after");
+  EXPECT_EQ(j["scenario"]["whatif"]["background_nodes"], 4);
+}
+
+}  // namespace
