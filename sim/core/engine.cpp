@@ -1,11 +1,58 @@
 #include "sim/core/engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <queue>
 #include <stdexcept>
 #include <string>
 
+#include "sim/core/error.h"
+
+// ZEROSIM_CHECK_INVARIANTS (CMake option, ON by default in Debug builds and in the sanitizer and
+// fuzz presets) makes the engine check, while it plays, the rules of engine.h that the plan
+// builders and backends rely on: time never goes backwards, no op starts before its dependencies
+// and its stream predecessor have ended, every op ends once, collective members hold equal
+// buffers. A violation is a bug in a builder or a backend, so it throws std::logic_error naming
+// the op. tests/invariants checks the same rules after the fact on random scenarios; these
+// catch them in every simulation of a checking build (the whole suite, the fuzzers).
+#if defined(ZEROSIM_CHECK_INVARIANTS) && ZEROSIM_CHECK_INVARIANTS
+#define ZEROSIM_ENGINE_CHECKS 1
+#else
+#define ZEROSIM_ENGINE_CHECKS 0
+#endif
+
 namespace zerosim {
+
+std::string sim_time_limit_text() {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3g s = 2^62 ps, %.0f days",
+                ps_to_seconds(kMaxSimTime), ps_to_seconds(kMaxSimTime) / 86400);
+  return std::string("the longest the engine's integer-picosecond clock holds: ") + buf;
+}
+
+namespace {
+
+std::string duration_overflow_text(double seconds) {
+  if (std::isnan(seconds)) {
+    return "a simulated duration came out as not-a-number (infinite rates or latencies "
+           "cancelling); is a bandwidth, a peak rate or an efficiency near zero, or a latency "
+           "that large?";
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", seconds);
+  return std::string("a simulated duration of ") + buf + " s is too long (" +
+         sim_time_limit_text() +
+         "); is a bandwidth, a peak rate or an efficiency near zero, or a latency that large?";
+}
+
+}  // namespace
+
+void throw_duration_overflow(double seconds) {
+  // The key path is the cluster's because its rates and latencies are what durations are made
+  // of; the engine rethrows with the op when the duration is computed while it plays.
+  throw DurationOverflow("cluster", duration_overflow_text(seconds), seconds);
+}
 
 const char* stream_name(Stream s) {
   switch (s) {
@@ -97,6 +144,19 @@ class Runner {
       SimTime t_heap = heap_.empty() ? kNever : heap_.top().time;
       SimTime t_comm = comm_.next_completion();
       if (t_heap == kNever && t_comm == kNever) break;
+      // Every duration is at most kMaxSimTime and so is every time played so far, so the event
+      // times here did not overflow; going on past kMaxSimTime could.
+      if (std::min(t_heap, t_comm) > kMaxSimTime) report_step_too_long(t_heap, t_comm);
+#if ZEROSIM_ENGINE_CHECKS
+      const SimTime t = std::min(t_heap, t_comm);
+      if (t < now_) {
+        throw std::logic_error("engine invariant: simulated time went backwards from " +
+                               std::to_string(now_) + " ps to " + std::to_string(t) + " ps (" +
+                               (t_heap <= t_comm ? "a compute/copy/memory op" : "the CommBackend") +
+                               ")");
+      }
+      now_ = t;
+#endif
       if (t_heap <= t_comm) {
         Event e = heap_.top();
         heap_.pop();
@@ -117,10 +177,47 @@ class Runner {
   }
 
  private:
+  std::string describe(OpId op) const {
+    const Op& o = plan_.ops[op];
+    return "op " + std::to_string(op) + " '" + plan_.names[o.name] + "' on rank " +
+           std::to_string(o.rank) + " stream " + stream_name(o.stream);
+  }
+
+  std::string describe_collective(std::uint32_t c) const {
+    const Collective& coll = plan_.collectives[c];
+    std::string group = std::to_string(coll.group);
+    if (coll.group >= 0 && coll.group < plan_.num_groups()) {
+      group = "'" + plan_.group_names[coll.group] + "'";
+    }
+    std::string text = std::string(collective_name(coll.kind)) + " of " +
+                       std::to_string(coll.bytes) + " bytes on group " + group;
+    if (coll.member_count > 0) text += " (" + describe(plan_.members[coll.member_begin]) + ")";
+    return text;
+  }
+
+  // The step's simulated time would pass kMaxSimTime: each duration fits, their sum does not.
+  [[noreturn]] void report_step_too_long(SimTime t_heap, SimTime t_comm) {
+    std::string what;
+    if (t_heap <= t_comm) {
+      what = describe(heap_.top().op);
+    } else {
+      std::vector<std::uint32_t> done;
+      comm_.pop_completed(t_comm, done);
+      what = done.empty() ? std::string("a collective") : describe_collective(done.front());
+    }
+    throw InputError("cluster", "the simulated step is too long (" + sim_time_limit_text() +
+                                    "): it passes that time at " + what +
+                                    "; is a bandwidth, a peak rate or an efficiency near zero, "
+                                    "or a latency that large?");
+  }
+
   void build_graph() {
     const std::size_t n = plan_.ops.size();
     remaining_.assign(n, 0);
     next_on_stream_.assign(n, kNoOp);
+#if ZEROSIM_ENGINE_CHECKS
+    prev_on_stream_.assign(n, kNoOp);
+#endif
     std::vector<OpId> last(static_cast<std::size_t>(plan_.num_ranks) * kNumStreams, kNoOp);
     std::vector<std::uint32_t> fanout(n + 1, 0);
     for (OpId op = 0; op < n; ++op) {
@@ -130,6 +227,9 @@ class Runner {
       if (prev != kNoOp) {
         next_on_stream_[prev] = op;
         ++remaining_[op];
+#if ZEROSIM_ENGINE_CHECKS
+        prev_on_stream_[op] = prev;
+#endif
       }
       prev = op;
       remaining_[op] += o.dep_count;
@@ -153,15 +253,26 @@ class Runner {
 
   void release(OpId op, SimTime now) {
     const Op& o = plan_.ops[op];
+#if ZEROSIM_ENGINE_CHECKS
+    check_ready(op, now);
+#endif
     result_.start[op] = now;
     switch (o.kind) {
       case OpKind::Compute:
       case OpKind::Copy: {
         SimTime d = compute_.duration(plan_, op);
+        if (d < 0) {
+          throw std::logic_error("engine: the ComputeModel gave " + describe(op) +
+                                 " a negative duration (" + std::to_string(d) + " ps)");
+        }
+        // Checked before and after the slowdown: d <= kMaxSimTime keeps d x (1 + slowdown)
+        // within int64 for any slowdown below 1, and `now + d` within int64 below.
+        if (d > kMaxSimTime) report_duration(op, d);
         // Only GPU kernels share SMs and HBM with NCCL; the host's optimizer step does not.
         if (o.kind == OpKind::Compute && o.stream != Stream::Cpu && slowdown_ > 0 &&
             comm_in_flight_[o.rank] > 0) {
           d += static_cast<SimTime>(static_cast<double>(d) * slowdown_);
+          if (d > kMaxSimTime) report_duration(op, d);
         }
         heap_.push({now + d, seq_++, op});
         break;
@@ -177,10 +288,26 @@ class Runner {
           const Collective& coll = plan_.collectives[c];
           for (std::uint32_t i = 0; i < coll.member_count; ++i) {
             const OpId m = plan_.members[coll.member_begin + i];
+#if ZEROSIM_ENGINE_CHECKS
+            // Every member's buffer is the collective's: what one member sends, its peers
+            // receive (tests/invariants derives the per-position bytes from this).
+            if (plan_.ops[m].bytes != coll.bytes) {
+              throw std::logic_error("engine invariant: " + describe(m) + " holds " +
+                                     std::to_string(plan_.ops[m].bytes) + " bytes of " +
+                                     describe_collective(c));
+            }
+#endif
             result_.start[m] = now;
             if (plan_.ops[m].stream != Stream::Compute) ++comm_in_flight_[plan_.ops[m].rank];
           }
-          comm_.start(plan_, c, now);
+          try {
+            comm_.start(plan_, c, now);
+          } catch (const DurationOverflow& e) {
+            throw DurationOverflow(e.key_path(),
+                                   describe_collective(c) + ": " +
+                                       duration_overflow_text(e.seconds()),
+                                   e.seconds());
+          }
         }
         break;
       }
@@ -189,6 +316,16 @@ class Runner {
 
   void finish(OpId op, SimTime now) {
     const Op& o = plan_.ops[op];
+#if ZEROSIM_ENGINE_CHECKS
+    if (result_.end[op] >= 0) {
+      throw std::logic_error("engine invariant: " + describe(op) + " ended twice");
+    }
+    if (result_.start[op] < 0 || now < result_.start[op]) {
+      throw std::logic_error("engine invariant: " + describe(op) + " ends at " +
+                             std::to_string(now) + " ps, before it started (" +
+                             std::to_string(result_.start[op]) + " ps)");
+    }
+#endif
     if (o.kind == OpKind::Collective && o.stream != Stream::Compute) --comm_in_flight_[o.rank];
     result_.end[op] = now;
     result_.order.push_back(op);
@@ -205,6 +342,30 @@ class Runner {
     OpId next = next_on_stream_[op];
     if (next != kNoOp && --remaining_[next] == 0) release(next, now);
   }
+
+  [[noreturn]] void report_duration(OpId op, SimTime d) {
+    const double seconds = ps_to_seconds(d);
+    throw DurationOverflow("cluster", describe(op) + ": " + duration_overflow_text(seconds),
+                           seconds);
+  }
+
+#if ZEROSIM_ENGINE_CHECKS
+  // Released at `now`: every explicit dependency and the stream predecessor have ended by then.
+  void check_ready(OpId op, SimTime now) const {
+    const Op& o = plan_.ops[op];
+    auto check = [&](OpId before, const char* what) {
+      const SimTime end = result_.end[before];
+      if (end < 0 || end > now) {
+        throw std::logic_error("engine invariant: " + describe(op) + " starts at " +
+                               std::to_string(now) + " ps before its " + what + " " +
+                               describe(before) +
+                               (end < 0 ? " has ended" : " ends at " + std::to_string(end) + " ps"));
+      }
+    };
+    for (std::uint32_t i = 0; i < o.dep_count; ++i) check(plan_.deps[o.dep_begin + i], "dependency");
+    if (prev_on_stream_[op] != kNoOp) check(prev_on_stream_[op], "stream predecessor");
+  }
+#endif
 
   [[noreturn]] void report_deadlock() {
     for (OpId op = 0; op < plan_.ops.size(); ++op) {
@@ -224,6 +385,10 @@ class Runner {
   EngineResult result_;
   std::vector<std::uint32_t> remaining_;
   std::vector<OpId> next_on_stream_;
+#if ZEROSIM_ENGINE_CHECKS
+  std::vector<OpId> prev_on_stream_;
+  SimTime now_ = 0;  // time of the last event played
+#endif
   std::vector<std::uint32_t> dependents_begin_;
   std::vector<OpId> dependents_;
   std::vector<std::uint32_t> arrived_;

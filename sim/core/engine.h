@@ -12,6 +12,10 @@
 //    it ends, and all member ops end at that time.
 //  - A compute op that starts while its rank has a collective in flight on another stream runs
 //    ComputeModel::comm_slowdown() longer (judged once, at its start).
+//  - Every duration and every time played is at most kMaxSimTime (units.h), so that a backend's
+//    `now + duration` cannot overflow; a longer one is an InputError (DurationOverflow naming the
+//    op), never a wrapped time. Builds with ZEROSIM_CHECK_INVARIANTS also check the rules above
+//    while playing and throw std::logic_error on a violation (engine.cpp).
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -54,7 +58,8 @@ struct EngineResult {
 };
 
 // Plays `plan` to completion. Throws std::logic_error if the plan deadlocks (a plan-builder bug:
-// some op can never be released), naming the first stuck op.
+// some op can never be released), naming the first stuck op; InputError if the step would last
+// longer than kMaxSimTime.
 EngineResult run_engine(const Plan& plan, ComputeModel& compute, CommBackend& comm);
 
 }  // namespace zerosim

@@ -1,11 +1,26 @@
 #include "sim/core/json_input.h"
 
+#include <fstream>
+
 #include "sim/core/error.h"
 
 namespace zerosim {
 
+namespace {
+
+// `size`: "100000000 bytes" when known, else "larger".
+std::string too_large(const std::string& origin, const std::string& size) {
+  return origin + " is " + size + " than the 16 MiB (" + std::to_string(kMaxJsonInputBytes) +
+         " bytes) zerosim reads from one JSON input; real ones are kilobytes";
+}
+
+}  // namespace
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& key_path,
                                const std::string& origin) {
+  if (text.size() > kMaxJsonInputBytes) {
+    throw InputError(key_path, too_large(origin, std::to_string(text.size()) + " bytes, more"));
+  }
   int depth = 0;
   bool in_string = false, escaped = false;
   for (char c : text) {
@@ -30,6 +45,30 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& key_p
   } catch (const nlohmann::json::exception& e) {
     throw InputError(key_path, origin + " is not valid JSON: " + e.what());
   }
+}
+
+std::string read_input_file(const std::string& path, const std::string& key_path,
+                            const std::string& cannot_open) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw InputError(key_path, cannot_open.empty() ? "cannot open file '" + path + "'" : cannot_open);
+  }
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxJsonInputBytes) {
+      throw InputError(key_path, too_large("'" + path + "'", "larger"));
+    }
+  }
+  if (in.bad()) throw InputError(key_path, "cannot read file '" + path + "'");
+  return text;
+}
+
+nlohmann::json read_json_input_file(const std::string& path, const std::string& key_path,
+                                    const std::string& cannot_open) {
+  return parse_json_text(read_input_file(path, key_path, cannot_open), key_path,
+                         "'" + path + "'");
 }
 
 }  // namespace zerosim

@@ -1,9 +1,92 @@
 #include "sim/memory/memory_timeline.h"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <unordered_map>
+
+// With ZEROSIM_CHECK_INVARIANTS (Debug builds, the sanitizer and fuzz presets) the replay also
+// checks, per rank, what the category totals cannot show: that no allocation (an Alloc/Free
+// name, "alloc X" / "free X", in its category) is freed beyond what was allocated, that one the
+// step frees is freed entirely by the step's end (a leak would otherwise pass as a persistent
+// buffer), that no activation outlives the step, and that the events come in time order.
+// A violation is a plan-builder bug: std::logic_error naming the rank and the allocation.
+#if defined(ZEROSIM_CHECK_INVARIANTS) && ZEROSIM_CHECK_INVARIANTS
+#define ZEROSIM_MEMORY_CHECKS 1
+#else
+#define ZEROSIM_MEMORY_CHECKS 0
+#endif
 
 namespace zerosim {
+
+#if ZEROSIM_MEMORY_CHECKS
+namespace {
+
+// "alloc X" and "free X" name the same allocation X.
+std::string allocation_of(const std::string& op_name) {
+  const std::size_t space = op_name.find(' ');
+  return space == std::string::npos ? op_name : op_name.substr(space + 1);
+}
+
+class AllocationLedger {
+ public:
+  void play(const Plan& plan, const Op& op, SimTime when) {
+    if (when < last_) {
+      throw std::logic_error("memory replay: '" + plan.names[op.name] + "' on rank " +
+                             std::to_string(op.rank) + " ends at " + std::to_string(when) +
+                             " ps, before the previous event (" + std::to_string(last_) + " ps)");
+    }
+    last_ = when;
+    if (op.bytes < 0) {
+      throw std::logic_error("memory replay: '" + plan.names[op.name] + "' on rank " +
+                             std::to_string(op.rank) + " has negative size " +
+                             std::to_string(op.bytes));
+    }
+    Entry& e = held_[{op.rank, allocation_of(plan.names[op.name]), op.category}];
+    if (op.kind == OpKind::Alloc) {
+      e.bytes += op.bytes;
+      return;
+    }
+    e.freed = true;
+    e.bytes -= op.bytes;
+    if (e.bytes < 0) {
+      throw std::logic_error("memory replay: '" + plan.names[op.name] + "' on rank " +
+                             std::to_string(op.rank) + " frees " + std::to_string(-e.bytes) +
+                             " bytes more of " + mem_category_name(op.category) +
+                             " than were allocated under that name");
+    }
+  }
+
+  void check_step_end() const {
+    for (const auto& [key, e] : held_) {
+      const auto& [rank, name, category] = key;
+      if (e.bytes == 0) continue;
+      if (e.freed || category == MemCategory::Activations) {
+        throw std::logic_error("memory replay: " + std::to_string(e.bytes) + " bytes of '" +
+                               name + "' (" + mem_category_name(category) + ") on rank " +
+                               std::to_string(rank) + " are still allocated when the step ends");
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    Bytes bytes = 0;
+    bool freed = false;
+  };
+  struct KeyHash {
+    std::size_t operator()(const std::tuple<int, std::string, MemCategory>& k) const {
+      return std::hash<std::string>()(std::get<1>(k)) * 31 +
+             static_cast<std::size_t>(std::get<0>(k)) * 8 + static_cast<std::size_t>(std::get<2>(k));
+    }
+  };
+  std::unordered_map<std::tuple<int, std::string, MemCategory>, Entry, KeyHash> held_;
+  SimTime last_ = 0;
+};
+
+}  // namespace
+#endif
 
 std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& result,
                                        const std::vector<int>& ranks, bool keep_timeline) {
@@ -19,6 +102,9 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
   std::vector<std::array<Bytes, kNumMemCategories>> current(ranks.size());
   std::vector<Bytes> total(ranks.size(), 0);
   for (auto& c : current) c.fill(0);
+#if ZEROSIM_MEMORY_CHECKS
+  AllocationLedger ledger;
+#endif
   for (OpId id : result.order) {
     const Op& op = plan.ops[id];
     if (op.kind != OpKind::Alloc && op.kind != OpKind::Free) continue;
@@ -34,6 +120,9 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
                              " went negative on rank " + std::to_string(op.rank) + " at '" +
                              plan.names[op.name] + "'");
     }
+#if ZEROSIM_MEMORY_CHECKS
+    ledger.play(plan, op, result.end[id]);
+#endif
     if (current[k][c] > u.category_max[c]) u.category_max[c] = current[k][c];
     if (total[k] > u.peak) {
       u.peak = total[k];
@@ -43,6 +132,9 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
     if (keep_timeline) u.timeline.emplace_back(result.end[id], total[k]);
   }
   for (std::size_t k = 0; k < ranks.size(); ++k) usage[k].end = total[k];
+#if ZEROSIM_MEMORY_CHECKS
+  ledger.check_step_end();
+#endif
   return usage;
 }
 
