@@ -136,7 +136,9 @@ SimTime ComputeCost::duration(const Plan& plan, OpId op) {
   // A straggler's GPU is slow, not its host or its PCIe links.
   if (!slow_rank_.empty() && slow_rank_[o.rank] && o.kind == OpKind::Compute &&
       o.stream != Stream::Cpu) {
-    return static_cast<SimTime>(static_cast<double>(t) * s_.whatif.slowdown);
+    // Through seconds_to_ps, so that a slowdown that pushes the op past the clock is an error
+    // rather than an overflow.
+    return seconds_to_ps(seconds_[static_cast<std::size_t>(o.work)] * s_.whatif.slowdown);
   }
   return t;
 }

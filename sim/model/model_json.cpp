@@ -263,13 +263,9 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys) 
 }
 
 json read_json_file(const std::string& file, const std::string& key_path) {
-  std::ifstream in(file);
-  if (!in)
-    throw InputError(key_path, "cannot open Hugging Face config '" + file +
-                                   "' (paths are relative to the working directory)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), key_path, "'" + file + "'");
+  return read_json_input_file(file, key_path,
+                              "cannot open Hugging Face config '" + file +
+                                  "' (paths are relative to the working directory)");
 }
 
 bool looks_like_path(const std::string& s) {

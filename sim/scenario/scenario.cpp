@@ -415,11 +415,7 @@ json default_scenario_document() {
 }
 
 json read_json_file(const std::string& path, const std::string& key_path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(key_path, "cannot open file '" + path + "'");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_json_text(buf.str(), key_path, "'" + path + "'");
+  return read_json_input_file(path, key_path);  // bounded: never reads past the size limit
 }
 
 void apply_setting(json& doc, const std::string& assignment) {
