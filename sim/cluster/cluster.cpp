@@ -165,6 +165,10 @@ void check_rule(double v, Rule rule, const std::string& path) {
       return;
     case Rule::NonNegative:
       if (!(v >= 0)) throw InputError(path, "must not be negative");
+      // A link latency (zero allowed: an ideal link) above a second is no network either.
+      if (path.find("latency") != std::string::npos && v > 1.0) {
+        throw InputError(path, "must be at most 1 s");
+      }
       return;
     case Rule::AtLeastOne:
       if (!(v >= 1)) throw InputError(path, "must be at least 1");
