@@ -123,6 +123,19 @@ class StageBuilder {
     t_.ops.push_back(op);
     return static_cast<std::int32_t>(t_.ops.size() - 1);
   }
+  // An op priced by a Work of its own (the optimizer step, host copies, host and quantization
+  // kernels): appends the Work and the op. A copy's bytes are the Work's.
+  std::int32_t work_op(OpKind kind, Work work, Stream stream, Phase phase, const std::string& name,
+                       const std::vector<std::int32_t>& deps) {
+    TemplateOp op;
+    op.kind = kind;
+    op.stream = stream;
+    op.phase = phase;
+    op.work = static_cast<std::int32_t>(works_.size());
+    if (kind == OpKind::Copy) op.bytes = work.elements;
+    works_.push_back(work);
+    return add(op, name, deps);
+  }
   std::int32_t alloc(MemCategory c, Bytes bytes, const std::string& name,
                      Stream stream = Stream::Compute, std::vector<std::int32_t> deps = {}) {
     TemplateOp op;
@@ -256,7 +269,14 @@ class StageBuilder {
                            std::vector<std::int32_t> deps);
   static constexpr std::int64_t kQwzGroup = 8000;  // elements per fp32 scale (CUDAQuantizer)
   int dp_subgroup_ = 1;
-  std::int32_t overlapped_param_gather(int chunk, std::size_t u, std::int32_t current);
+  struct ParamBucket {
+    std::size_t first_unit;
+    std::int64_t elements;
+  };
+  // Megatron's parameter buckets of a chunk in forward order.
+  std::vector<ParamBucket> param_buckets(int chunk) const;
+  std::int32_t overlapped_param_gather(int chunk, const std::vector<ParamBucket>& buckets,
+                                       std::size_t u, std::int32_t current);
   std::int32_t next_param_gather_ = -1;
   std::int32_t host_list_op(const std::string& name, std::vector<std::int32_t> deps);
   std::int32_t per_parameter_gather(const Unit& u, bool backward, std::int32_t after);
@@ -728,6 +748,9 @@ void StageBuilder::forward_pass(int mb, int chunk) {
   if (stage3) fetch_op_.assign(residency_[chunk].trace.size(), -1);
   std::int32_t prev = last_compute_;
   std::int32_t bucket_gather = -1;
+  const bool gather_params = first_forward_ && s_.parallel.overlap_param_gather;
+  const std::vector<ParamBucket> buckets =
+      gather_params ? param_buckets(chunk) : std::vector<ParamBucket>{};
   for (std::size_t u = 0; u < units.size(); ++u) {
     const Unit& unit = units[u];
     std::vector<std::int32_t> deps;
@@ -735,8 +758,8 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       issue_fetches(chunk, u, prev);
       if (fetch_op_[u] >= 0) deps.push_back(fetch_op_[u]);
     }
-    if (first_forward_ && s_.parallel.overlap_param_gather) {
-      bucket_gather = overlapped_param_gather(chunk, u, bucket_gather);
+    if (gather_params) {
+      bucket_gather = overlapped_param_gather(chunk, buckets, u, bucket_gather);
       deps.push_back(bucket_gather);
     }
     if (unit.forward == WorkKind::AttentionForward) {
@@ -948,13 +971,13 @@ void StageBuilder::issue_fetches(int chunk, std::size_t use, std::int32_t hook_a
 // pre-hooks, param_and_grad_buffer.py finish_param_sync). Buckets follow the gradient buckets'
 // size, in forward order. In the steady state this step's gathers bring the previous step's
 // update. Returns the gather op that unit u's forward waits for.
-std::int32_t StageBuilder::overlapped_param_gather(int chunk, std::size_t u, std::int32_t current) {
+std::vector<StageBuilder::ParamBucket> StageBuilder::param_buckets(int chunk) const {
   const std::vector<Unit>& units = chunks_[chunk];
   const std::int64_t limit = bucket_limit();
-  // Bucket boundaries of this chunk in forward order: a bucket closes once it reaches the limit.
+  // A bucket closes once it reaches the limit.
+  std::vector<ParamBucket> buckets;
   std::int64_t filled = 0;
   std::size_t start = 0;
-  std::vector<std::pair<std::size_t, std::int64_t>> buckets;  // (first unit, elements)
   for (std::size_t i = 0; i < units.size(); ++i) {
     filled += units[i].params;
     if (filled >= limit || i + 1 == units.size()) {
@@ -963,13 +986,18 @@ std::int32_t StageBuilder::overlapped_param_gather(int chunk, std::size_t u, std
       filled = 0;
     }
   }
+  return buckets;
+}
+
+std::int32_t StageBuilder::overlapped_param_gather(int chunk, const std::vector<ParamBucket>& buckets,
+                                                   std::size_t u, std::int32_t current) {
   std::size_t b = 0;
-  while (b + 1 < buckets.size() && buckets[b + 1].first <= u) ++b;
-  if (buckets[b].first != u) return current;  // inside a bucket already waited for
+  while (b + 1 < buckets.size() && buckets[b + 1].first_unit <= u) ++b;
+  if (buckets[b].first_unit != u) return current;  // inside a bucket already waited for
   const std::int64_t dp = s_.parallel.dp;
   auto gather = [&](std::size_t i, std::vector<std::int32_t> deps) {
     return collective(Peer::Dp, CollectiveKind::AllGather,
-                      2 * ceil_div(buckets[i].second, dp) * dp, Stream::DpComm,
+                      2 * ceil_div(buckets[i].elements, dp) * dp, Stream::DpComm,
                       "param all_gather (overlapped) bucket " + std::to_string(i) + " c" +
                           std::to_string(chunk),
                       deps);
@@ -987,13 +1015,8 @@ std::int32_t StageBuilder::overlapped_param_gather(int chunk, std::size_t u, std
 // grows with the number of ranks N; it is a HostOverhead op of N ranks before the collective,
 // on the compute stream because the training thread does it and the GPU waits.
 std::int32_t StageBuilder::host_list_op(const std::string& name, std::vector<std::int32_t> deps) {
-  const std::int32_t w = static_cast<std::int32_t>(works_.size());
-  works_.push_back({WorkKind::HostOverhead, s_.parallel.dp, 0});
-  TemplateOp op;
-  op.kind = OpKind::Compute;
-  op.phase = Phase::Communication;
-  op.work = w;
-  return add(op, name, deps);
+  return work_op(OpKind::Compute, {WorkKind::HostOverhead, s_.parallel.dp, 0}, Stream::Compute,
+                 Phase::Communication, name, deps);
 }
 
 std::int32_t StageBuilder::per_parameter_gather(const Unit& u, bool backward,
@@ -1036,14 +1059,8 @@ void StageBuilder::per_parameter_reduce(const Unit& u, std::int32_t produced_by)
 // An elementwise (de)quantization kernel moving `bytes` through HBM.
 std::int32_t StageBuilder::quantize_op(Bytes bytes, Stream stream, const std::string& name,
                                        std::vector<std::int32_t> deps) {
-  const std::int32_t w = static_cast<std::int32_t>(works_.size());
-  works_.push_back({WorkKind::Quantize, bytes, 0});
-  TemplateOp op;
-  op.kind = OpKind::Compute;
-  op.stream = stream;
-  op.phase = Phase::Communication;
-  op.work = w;
-  return add(op, name, deps);
+  return work_op(OpKind::Compute, {WorkKind::Quantize, bytes, 0}, stream, Phase::Communication,
+                 name, deps);
 }
 
 // ---- gradient buckets -------------------------------------------------------------------------
@@ -1270,16 +1287,11 @@ void StageBuilder::optimizer_step() {
   const Bytes temp = zs == 0 ? 4 * elements
                              : 6 * (zs == 3 ? std::min<std::int64_t>(elements, 1'000'000'000) : elements);
   std::int32_t a = alloc(MemCategory::Buffers, temp, "fp32 step gradients", Stream::Compute, deps);
-  const std::int32_t w = static_cast<std::int32_t>(works_.size());
-  works_.push_back({WorkKind::OptimizerStep, elements});
-  TemplateOp op;
-  op.kind = OpKind::Compute;
-  op.phase = Phase::Optimizer;
-  op.work = w;
   std::vector<std::int32_t> step_deps = {a};
   step_deps.insert(step_deps.end(), host_waits_.begin(), host_waits_.end());
   host_waits_.clear();
-  const std::int32_t step = add(op, "optimizer step", step_deps);
+  const std::int32_t step = work_op(OpKind::Compute, {WorkKind::OptimizerStep, elements, 0},
+                                    Stream::Compute, Phase::Optimizer, "optimizer step", step_deps);
   free_op(MemCategory::Buffers, temp, "fp32 step gradients");
   parameter_gather(step, Stream::Compute);
 }
@@ -1323,15 +1335,7 @@ void StageBuilder::parameter_gather(std::int32_t after, Stream stream) {
 // stage-3 partition lives on the host (or NVMe) and is copied in before each gather.
 std::int32_t StageBuilder::host_copy(WorkKind k, Bytes bytes, Stream stream,
                                      const std::string& name, std::vector<std::int32_t> deps) {
-  const std::int32_t w = static_cast<std::int32_t>(works_.size());
-  works_.push_back({k, bytes, 0});
-  TemplateOp op;
-  op.kind = OpKind::Copy;
-  op.stream = stream;
-  op.phase = Phase::Communication;
-  op.work = w;
-  op.bytes = bytes;
-  return add(op, name, deps);
+  return work_op(OpKind::Copy, {k, bytes, 0}, stream, Phase::Communication, name, deps);
 }
 
 void StageBuilder::offload_gradients(std::int64_t elements, std::int32_t reduction) {
@@ -1356,13 +1360,6 @@ void StageBuilder::offloaded_step(std::int64_t elements, const std::vector<std::
   // out after it (12 bytes each way per parameter); a parameter partition on NVMe is written too.
   Bytes swapped = nvme ? 2 * 12 * elements : 0;
   if (z.offload_param == OffloadDevice::Nvme) swapped += 2 * elements;
-  const std::int32_t w = static_cast<std::int32_t>(works_.size());
-  works_.push_back({WorkKind::CpuOptimizerStep, elements, swapped});
-  TemplateOp op;
-  op.kind = OpKind::Compute;
-  op.stream = Stream::Cpu;
-  op.phase = Phase::Optimizer;
-  op.work = w;
   // Without DPU the CPU waits for this step's last gradient copy. With DPU (ZeRO-Offload §4.2)
   // it updates with the previous step's gradients, already on the host when this step begins,
   // so it runs beside this step's forward and backward; the steady-state step is then as long
@@ -1372,9 +1369,10 @@ void StageBuilder::offloaded_step(std::int64_t elements, const std::vector<std::
     deps = after;
     if (last_grad_copy_ >= 0) deps.push_back(last_grad_copy_);
   }
-  const std::int32_t step = add(op, dpu ? "cpu optimizer step (previous step's gradients)"
-                                        : "cpu optimizer step",
-                                deps);
+  const std::int32_t step =
+      work_op(OpKind::Compute, {WorkKind::CpuOptimizerStep, elements, swapped}, Stream::Cpu,
+              Phase::Optimizer,
+              dpu ? "cpu optimizer step (previous step's gradients)" : "cpu optimizer step", deps);
   std::int32_t ready = step;
   if (!offload_param()) {
     // The updated 16-bit partition back into the GPU's parameters.

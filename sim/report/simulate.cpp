@@ -195,12 +195,15 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
       b.exposed_by_group[kind] += seconds;
     }
   };
+  SimTime host_end = 0;  // when the rank's last host work (copy, CPU step) ends
   for (OpId id = 0; id < plan.ops.size(); ++id) {
     const Op& op = plan.ops[id];
-    if (op.rank == rank && op.stream == Stream::Cpu && op.kind == OpKind::Compute) {
+    if (op.rank != rank) continue;
+    if (op.kind == OpKind::Copy || op.stream == Stream::Cpu) host_end = std::max(host_end, r.end[id]);
+    if (op.stream == Stream::Cpu && op.kind == OpKind::Compute) {
       b.cpu_step_s += ps_to_seconds(r.end[id] - r.start[id]);
     }
-    if (op.rank != rank || op.stream != Stream::Compute) continue;
+    if (op.stream != Stream::Compute) continue;
     const SimTime gap = r.start[id] - busy_until;
     if (gap > 0) {
       OpId why = releaser(plan, r, id);
@@ -229,13 +232,7 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
   // After its last op a rank waits for the slowest one: pipeline drain with PP, else other.
   // After its last compute-stream op a rank waits for the slowest one (pipeline drain with PP)
   // or for its own host work still running (offload: the CPU step, copies).
-  SimTime host_end = last_end;
-  for (OpId id = 0; id < plan.ops.size(); ++id) {
-    const Op& op = plan.ops[id];
-    if (op.rank == rank && (op.kind == OpKind::Copy || op.stream == Stream::Cpu)) {
-      host_end = std::max(host_end, r.end[id]);
-    }
-  }
+  host_end = std::max(host_end, last_end);
   const double host_tail = ps_to_seconds(host_end - last_end);
   b.offload_s += host_tail;
   const double tail = ps_to_seconds(r.makespan - host_end);
