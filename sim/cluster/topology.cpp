@@ -136,6 +136,7 @@ Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
     t.routing_ = opt.routing;
   } else {
     t.routing_ = (c.fabric == "infiniband" || c.fabric == "omnipath") ? Routing::DestinationModK
+                 : c.fabric == "efa"                                  ? Routing::Spray
                                                                       : Routing::EcmpHash;
   }
 
@@ -167,6 +168,7 @@ Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
   const int per_node_switches = nics > 0 ? std::min(gpn, nics) : gpn;
   t.gpu_pcie_.assign(num_gpus, -1);
   t.nic_pcie_.assign(static_cast<std::size_t>(c.nodes) * nics, -1);
+  t.nic_address_.assign(static_cast<std::size_t>(c.nodes) * nics, 0);
   for (int n = 0; n < c.nodes; ++n) {
     VertexId host = t.add_vertex({VertexKind::Host, n, n, -1});
     t.host_.push_back(host);
@@ -209,7 +211,12 @@ Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
     const int down = rail ? per_leaf : per_leaf * nics;  // nominal downlinks per leaf
     double ratio = opt.oversubscription >= 1 ? opt.oversubscription : c.oversubscription;
     if (!(ratio >= 1)) ratio = 1;
-    const int up_links = std::max(1, static_cast<int>(std::lround(down / ratio)));
+    // A sprayed fabric spreads every flow evenly over all its equal-cost paths, so each tier's
+    // parallel links carry equal loads and act as one bundle of their summed capacity: one spine
+    // per pod and one core, with bundle links, is that fabric's max-min allocation exactly.
+    const bool spray = t.routing_ == Routing::Spray;
+    const int nominal_up = std::max(1, static_cast<int>(std::lround(down / ratio)));
+    const int up_links = spray ? 1 : nominal_up;
     const double up_each = down * c.nic_bandwidth / ratio / up_links;
     const double half = c.nic_latency / 2;
 
@@ -218,13 +225,14 @@ Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
       for (int k = 0; k < leaves_here; ++k) {
         VertexId leaf = t.add_vertex({VertexKind::Leaf, -1, static_cast<int>(t.leaves_.size()), u});
         t.leaves_.push_back(leaf);
+        // A NIC's routing address is its leaf's ordinal times the leaf's nominal ports, plus its
+        // port on the leaf: the order OpenSM's fat-tree routing assigns destinations in.
+        const std::uint32_t base = static_cast<std::uint32_t>(t.leaves_.size() - 1) * down;
+        std::uint32_t port = 0;
         for (int n = u * per_leaf; n < std::min(c.nodes, (u + 1) * per_leaf); ++n) {
-          if (rail) {
-            t.add_duplex(t.nic_[n * nics + k], leaf, c.nic_bandwidth, half, LinkClass::Network);
-          } else {
-            for (int j = 0; j < nics; ++j) {
-              t.add_duplex(t.nic_[n * nics + j], leaf, c.nic_bandwidth, half, LinkClass::Network);
-            }
+          for (int j = rail ? k : 0; j < (rail ? k + 1 : nics); ++j) {
+            t.add_duplex(t.nic_[n * nics + j], leaf, c.nic_bandwidth, half, LinkClass::Network);
+            t.nic_address_[n * nics + j] = base + port++;
           }
         }
       }
@@ -251,12 +259,14 @@ Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
         }
         // Core plane j joins spine j of every pod with per_pod cores: each spine has as much
         // capacity up as down.
+        const int cores_per_plane = spray ? 1 : per_pod;
+        const double core_each = spray ? up_each * per_pod : up_each;
         for (int j = 0; j < up_links; ++j) {
-          for (int u = 0; u < per_pod; ++u) {
-            VertexId core = t.add_vertex({VertexKind::Core, -1, j * per_pod + u, j});
+          for (int u = 0; u < cores_per_plane; ++u) {
+            VertexId core = t.add_vertex({VertexKind::Core, -1, j * cores_per_plane + u, j});
             ++t.num_cores_;
             for (int p = 0; p < pods; ++p) {
-              t.add_duplex(spines[p][j], core, up_each, kSwitchLinkLatency, LinkClass::Network);
+              t.add_duplex(spines[p][j], core, core_each, kSwitchLinkLatency, LinkClass::Network);
             }
           }
         }
@@ -388,7 +398,7 @@ std::vector<LinkId> Topology::route_nic_to_nic(int node_a, int rail_a, int node_
   out.push_back(link_between(a, la));
   const auto& dist = distances_to_leaf(lb);
   std::uint64_t h = routing_ == Routing::DestinationModK
-                        ? static_cast<std::uint64_t>(node_b)
+                        ? nic_address_[node_b * nics_per_node_ + rail_b]
                         : mix64(flow_hash ^ mix64((static_cast<std::uint64_t>(a) << 32) | b));
   VertexId cur = la;
   std::vector<std::pair<VertexId, LinkId>> next;

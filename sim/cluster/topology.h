@@ -40,11 +40,18 @@
 // the switch graph, Boost.Graph); where several next hops are equally short (ECMP), one is chosen
 // deterministically:
 //   DestinationModK (InfiniBand, Omni-Path; OpenSM's fat-tree routing): the index is taken from
-//       the destination node number, digit by digit (mod the number of choices at each hop), so a
-//       permutation of node pairs spreads over the uplinks without collisions;
+//       the destination NIC's address (leaf ordinal x leaf ports + port on the leaf), digit by
+//       digit (mod the number of choices at each hop): the first digit spreads the destinations
+//       of one leaf over the spines, the next spreads the leaves (every rail's included) over the
+//       cores, so a permutation of NIC pairs spreads over the uplinks without collisions;
 //   EcmpHash (RoCE, EFA): a 64-bit mix of (source NIC, destination NIC, flow_hash), so different
 //       flows between the same NICs may take different paths and colliding flows are possible,
-//       as in real ECMP.
+//       as in real ECMP;
+//   Spray (EFA: SRD sprays each flow's packets over up to 64 paths, Shalev et al., "A
+//       Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro 2020): every
+//       flow is split evenly over all equal-cost paths. The parallel links of a tier then carry
+//       equal loads, so the builder makes each tier one bundle link of their summed capacity (one
+//       spine per pod, one core): the same max-min rates, with one path per flow.
 // Same inputs, same route, always.
 //
 // Cost: build O(V + E). route(): O(path length * degree); the BFS distances to each destination
@@ -73,7 +80,7 @@ const char* vertex_kind_name(VertexKind k);
 enum class LinkClass : std::uint8_t { NvLink, Pcie, Network };
 const char* link_class_name(LinkClass c);
 
-enum class Routing : std::uint8_t { Auto, DestinationModK, EcmpHash };
+enum class Routing : std::uint8_t { Auto, DestinationModK, EcmpHash, Spray };
 
 struct TopoVertex {
   VertexKind kind = VertexKind::Gpu;
@@ -110,7 +117,8 @@ struct TopologyOptions {
   int leaves_per_pod = 0;
   // < 1 means "use the cluster's oversubscription".
   double oversubscription = 0;
-  Routing routing = Routing::Auto;  // Auto: DestinationModK for infiniband/omnipath, else EcmpHash
+  Routing routing = Routing::Auto;  // Auto: DestinationModK (infiniband, omnipath), Spray (efa),
+                                    // EcmpHash (roce)
 };
 
 class Topology {
@@ -180,6 +188,7 @@ class Topology {
   std::vector<VertexId> gpu_, nic_, nvs_, host_, pcie_, leaves_;
   std::vector<int> gpu_pcie_;                 // rank -> index into pcie_ (global)
   std::vector<int> nic_pcie_;                 // node*nics+nic -> index into pcie_
+  std::vector<std::uint32_t> nic_address_;    // node*nics+nic -> DestinationModK address
   std::vector<std::vector<int>> pcie_nics_;   // pcie switch -> NIC indices in node
   std::vector<std::vector<int>> pcie_gpus_;   // pcie switch -> local ranks
   std::vector<int> switch_index_;             // vertex -> dense switch index or -1

@@ -265,5 +265,65 @@ TEST(topology, BadClustersAreInputErrors) {
   EXPECT_THROW(t.route(0, 8), std::invalid_argument);
 }
 
+// Flows per fabric link (NIC-leaf links excluded) when every (node, rail) NIC sends to the same
+// rail of node (n + shift) % nodes.
+std::map<LinkId, int> fabric_load_of_shift(const Topology& t, int shift) {
+  std::map<LinkId, int> load;
+  const int nodes = t.num_nodes();
+  for (int n = 0; n < nodes; ++n) {
+    for (int k = 0; k < t.nics_per_node(); ++k) {
+      auto r = t.route_nic_to_nic(n, k, (n + shift) % nodes, k, 7);
+      for (std::size_t i = 1; i + 1 < r.size(); ++i) ++load[r[i]];
+    }
+  }
+  return load;
+}
+
+// DGX SuperPOD scale (160 DGX A100 = 5 SUs of 32, pods of 4 SUs: two pods, three tiers). A shift
+// permutation on all 8 rails at once crosses the core; destination-mod-k on the destination NIC's
+// address gives every flow its own leaf-spine and spine-core links. (Addressing by node number
+// sent the 8 rails of one destination node through the same core link: 8 flows on one link.)
+TEST(topology, DestinationModKSpreadsEveryRailOverTheCores) {
+  Topology t = build_topology(preset("dgx-a100-80gb", 160));
+  ASSERT_GT(t.num_cores(), 0);
+  for (int shift : {1, 40, 80, 130}) {
+    auto load = fabric_load_of_shift(t, shift);
+    bool core_used = false;
+    for (auto [link, flows] : load) {
+      EXPECT_EQ(flows, 1) << "shift " << shift << ": link " << link << " carries " << flows;
+      core_used = core_used || t.graph()[t.link(link).dst].kind == VertexKind::Core;
+    }
+    EXPECT_TRUE(core_used) << "shift " << shift;  // some node pairs straddle the pods
+  }
+}
+
+// EFA sprays: each tier is one bundle of the parallel links' capacity (one spine per pod, one
+// core), so a permutation of NIC pairs at full NIC rate never exceeds a fabric link, while
+// hashing the same flows onto single ECMP paths does somewhere (collisions).
+TEST(topology, SprayedFabricIsBundledAndNonBlocking) {
+  ClusterSpec c = preset("aws-p5-h100", 64);  // 32 NICs per node: a leaf per node, 4 pods
+  Topology sprayed = build_topology(c);
+  EXPECT_EQ(sprayed.routing(), Routing::Spray);
+  EXPECT_EQ(sprayed.num_spines(), 4);
+  EXPECT_EQ(sprayed.num_cores(), 1);
+  TopologyOptions ecmp_opt;
+  ecmp_opt.routing = Routing::EcmpHash;
+  Topology ecmp = build_topology(c, ecmp_opt);
+  for (int shift : {1, 16, 33}) {
+    for (auto [link, flows] : fabric_load_of_shift(sprayed, shift)) {
+      EXPECT_LE(flows * c.nic_bandwidth, sprayed.link(link).bandwidth * (1 + 1e-12));
+    }
+    bool oversubscribed = false;
+    for (auto [link, flows] : fabric_load_of_shift(ecmp, shift)) {
+      oversubscribed = oversubscribed || flows * c.nic_bandwidth > ecmp.link(link).bandwidth;
+    }
+    EXPECT_TRUE(oversubscribed) << "shift " << shift;
+  }
+  // The leaf's uplink bundle holds the 32 NICs' bandwidth (non-blocking), one link to the spine.
+  auto r = sprayed.route_nic_to_nic(0, 0, 1, 0);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_DOUBLE_EQ(sprayed.link(r[1]).bandwidth, 32 * c.nic_bandwidth);
+}
+
 }  // namespace
 }  // namespace zerosim
