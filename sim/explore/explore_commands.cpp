@@ -24,7 +24,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 int checked_jobs(int jobs) {
-  if (jobs == 0) return explore::default_jobs();
+  if (jobs == 0) return default_jobs();
   if (jobs < 0) throw InputError("--jobs", "must be at least 1, got " + std::to_string(jobs));
   return jobs;
 }

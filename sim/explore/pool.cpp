@@ -2,16 +2,11 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 #include "sim/core/error.h"
 
@@ -23,51 +18,6 @@ double now_s() {
       .count();
 }
 }  // namespace
-
-int default_jobs() {
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
-
-void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& fn,
-                  const std::function<void(std::size_t)>& on_progress) {
-  if (n == 0) {
-    if (on_progress) on_progress(0);
-    return;
-  }
-  std::atomic<std::size_t> next{0}, done{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    for (;;) {
-      if (failed.load()) return;
-      const std::size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      try {
-        fn(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        failed = true;
-      }
-      done.fetch_add(1);
-    }
-  };
-  const std::size_t threads = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, jobs)));
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
-  for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
-  if (on_progress) {
-    while (done.load() < n && !failed.load()) {
-      on_progress(done.load());
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-  if (on_progress) on_progress(done.load());
-}
 
 Progress::Progress(std::size_t total, const char* what)
     : total_(total), what_(what), enabled_(::isatty(STDERR_FILENO) == 1), start_s_(now_s()) {}

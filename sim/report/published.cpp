@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/parallel_for.h"
 #include "sim/report/simulate.h"
 #include "sim/scenario/scenario.h"
 
@@ -114,7 +115,8 @@ json case_scenario(const json& c, const std::string& path) {
   return doc;
 }
 
-PublishedSummary validate_published(const json& cases_doc, const std::vector<std::string>& settings) {
+PublishedSummary validate_published(const json& cases_doc, const std::vector<std::string>& settings,
+                                    int jobs) {
   if (!cases_doc.is_object()) throw InputError("cases", "expected an object");
   const json& format = require(cases_doc, "format", "");
   if (format != "zerosim-published-cases/1") {
@@ -123,8 +125,7 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
   const json& cases = require(cases_doc, "cases", "");
   if (!cases.is_array()) throw InputError("cases", "expected an array");
   PublishedSummary out;
-  std::vector<double> all, exact;
-  std::map<std::string, std::vector<double>> by_group;
+  std::vector<json> scenarios(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const json& c = cases[i];
     const std::string path = "cases[" + std::to_string(i) + "]";
@@ -150,7 +151,19 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       r.measured_peak_gib = measured["peak_memory_gb"].get<double>();
     }
     try {
-      json doc = case_scenario(c, path);
+      scenarios[i] = case_scenario(c, path);
+    } catch (const InputError& e) {
+      r.skipped = true;
+      r.skip_reason = e.what();
+    }
+    out.cases.push_back(std::move(r));
+  }
+  // The cases are independent: simulated on `jobs` threads, each into its own slot.
+  parallel_for(cases.size(), jobs > 0 ? jobs : default_jobs(), [&](std::size_t i) {
+    CaseResult& r = out.cases[i];
+    if (r.skipped) return;
+    try {
+      json doc = std::move(scenarios[i]);
       for (const auto& setting : settings) apply_setting(doc, setting);
       Scenario s = resolve_scenario(doc);
       Simulation sim = simulate_step(s);
@@ -158,16 +171,22 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       r.error_pct = 100.0 * (r.predicted_s - r.measured_s) / r.measured_s;
       r.predicted_peak_gib = static_cast<double>(sim.report.memory.peak) / kGiB;
       r.fits = sim.report.fits_in_memory;
-      all.push_back(r.error_pct);
-      if (!r.approximate) exact.push_back(r.error_pct);
-      by_group[r.group].push_back(r.error_pct);
-      ++out.simulated;
     } catch (const InputError& e) {
       r.skipped = true;
       r.skip_reason = e.what();
-      ++out.skipped;
     }
-    out.cases.push_back(std::move(r));
+  });
+  std::vector<double> all, exact;
+  std::map<std::string, std::vector<double>> by_group;
+  for (const CaseResult& r : out.cases) {
+    if (r.skipped) {
+      ++out.skipped;
+      continue;
+    }
+    all.push_back(r.error_pct);
+    if (!r.approximate) exact.push_back(r.error_pct);
+    by_group[r.group].push_back(r.error_pct);
+    ++out.simulated;
   }
   out.mape_pct = mape(all);
   out.mape_exact_pct = mape(exact);
