@@ -102,7 +102,7 @@ const std::vector<KeySpec>& registry() {
       {"zero.mics_shard_size", "int", -1, {},
        "MiCS / FSDP HYBRID_SHARD: shard the model states over groups of this many ranks and "
        "replicate across the groups; -1 = shard over the whole DP group"},
-      {"sim.network", "enum", "analytical", {"analytical", "flow", "alpha-beta"},
+      {"sim.network", "enum", "flow", {"analytical", "flow", "alpha-beta"},
        "analytical: NCCL's closed form per collective, no contention; flow: collectives as "
        "flows sharing the topology's links max-min fairly; alpha-beta: one ring formula per "
        "link class"},

@@ -69,7 +69,7 @@ struct ZeroConfig {
 };
 
 struct SimConfig {
-  NetworkModel network = NetworkModel::Analytical;
+  NetworkModel network = NetworkModel::Flow;
   bool layer_granularity = true;
   bool allow_oom = false;  // simulate a step that does not fit (the report says so)
   bool folded = true;      // one data-parallel replica stands for all (exact without contention)

@@ -1,5 +1,5 @@
-// The background-job what-if from the command line: it needs the flow network, so without
-// `sim.network=flow` the parser refuses it (exit status 2, one line naming the key); with it, the
+// The background-job what-if from the command line: it needs the flow network (the default), so
+// with `sim.network=analytical` or `alpha-beta` the parser refuses it (exit status 2, one line naming the key); with it, the
 // run succeeds and the JSON report's network section shows the other job.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -37,12 +37,20 @@ Outcome run(const std::string& args) {
 const char* kSmall = "simulate --model llama2-7b --cluster dgx-h100 --nodes 2 --zero 2 --mbs 2 --gbs 64";
 
 TEST(flowCli, BackgroundJobWithoutFlowExitsTwo) {
-  const Outcome r = run(std::string(kSmall) + " --set whatif.background_nodes=4");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("whatif.background_nodes"), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  // the default scenario too
-  EXPECT_EQ(run("simulate --set whatif.background_nodes=4").status, 2);
+  for (const char* network : {"analytical", "alpha-beta"}) {
+    const Outcome r = run(std::string(kSmall) + " --set sim.network=" + network +
+                          " --set whatif.background_nodes=4");
+    EXPECT_EQ(r.status, 2) << network;
+    EXPECT_NE(r.err.find("whatif.background_nodes"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // the default scenario on the analytical network too
+  EXPECT_EQ(run("simulate --set sim.network=analytical --set whatif.background_nodes=4").status, 2);
+}
+
+// flow is the default network: the background job runs without naming it.
+TEST(flowCli, FlowIsTheDefaultNetwork) {
+  EXPECT_EQ(run(std::string(kSmall) + " --set whatif.background_nodes=4").status, 0);
 }
 
 TEST(flowCli, BackgroundJobWithFlowRuns) {
