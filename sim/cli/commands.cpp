@@ -281,7 +281,8 @@ int cmd_validate_published(const std::vector<std::string>& args) {
       "help,h", po::bool_switch(&help), "this help");
   parse(args, all, {});
   if (help) {
-    std::cout << "usage: zerosim validate-published [--cases FILE] [--json FILE] [--jobs N]\n\n" << all;
+    std::cout << "usage: zerosim validate-published [--cases FILE] [--json FILE] [--jobs N]\n\n"
+              << all;
     return 0;
   }
   if (jobs < 0) throw InputError("--jobs", "must be at least 1, got " + std::to_string(jobs));

@@ -44,7 +44,7 @@
 //       digit (mod the number of choices at each hop): the first digit spreads the destinations
 //       of one leaf over the spines, the next spreads the leaves (every rail's included) over the
 //       cores, so a permutation of NIC pairs spreads over the uplinks without collisions;
-//   EcmpHash (RoCE, EFA): a 64-bit mix of (source NIC, destination NIC, flow_hash), so different
+//   EcmpHash (RoCE): a 64-bit mix of (source NIC, destination NIC, flow_hash), so different
 //       flows between the same NICs may take different paths and colliding flows are possible,
 //       as in real ECMP;
 //   Spray (EFA: SRD sprays each flow's packets over up to 64 paths, Shalev et al., "A

@@ -1,6 +1,7 @@
 // The background-job what-if from the command line: it needs the flow network (the default), so
-// with `sim.network=analytical` or `alpha-beta` the parser refuses it (exit status 2, one line naming the key); with it, the
-// run succeeds and the JSON report's network section shows the other job.
+// with `sim.network=analytical` or `alpha-beta` the parser refuses it (exit status 2, one line
+// naming the key); with flow the run succeeds and the JSON report's network section shows the
+// other job.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
