@@ -215,8 +215,7 @@ Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
     // parallel links carry equal loads and act as one bundle of their summed capacity: one spine
     // per pod and one core, with bundle links, is that fabric's max-min allocation exactly.
     const bool spray = t.routing_ == Routing::Spray;
-    const int nominal_up = std::max(1, static_cast<int>(std::lround(down / ratio)));
-    const int up_links = spray ? 1 : nominal_up;
+    const int up_links = spray ? 1 : std::max(1, static_cast<int>(std::lround(down / ratio)));
     const double up_each = down * c.nic_bandwidth / ratio / up_links;
     const double half = c.nic_latency / 2;
 

@@ -18,6 +18,7 @@
 #include "sim/parallel/training_plan.h"
 #include "sim/report/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "tests/parallel/common.h"
 
 namespace zerosim {
 namespace {
@@ -438,12 +439,7 @@ TEST(flowBackend, CollectivesWithoutFlows) {
 // takes with NcclAnalyticalComm, op for op, to the rounding of each collective (a few ps).
 // The folded plan (one replica standing for all 16) gives the same step on FlowComm too.
 json tiny_scenario(int gpus) {
-  return {{"model",
-           {{"num_layers", 2},
-            {"hidden_size", 64},
-            {"num_attention_heads", 4},
-            {"vocab_size", 1000},
-            {"seq_length", 128}}},
+  return {{"model", testing_plan::tiny_model()},
           {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", gpus}}},
           {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2}}},
           {"zero", {{"stage", 1}, {"overlap_comm", false}}}};

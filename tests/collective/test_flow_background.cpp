@@ -25,6 +25,7 @@
 #include "sim/core/error.h"
 #include "sim/report/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "tests/parallel/common.h"
 
 namespace zerosim {
 namespace {
@@ -248,12 +249,7 @@ TEST(flowBackground, LinkReportShowsTheOtherJobAsItsOwnTrafficClass) {
 // one leaf per rail, so nothing is shared (the report still shows the other job); the step is
 // the one without it, bit for bit.
 TEST(flowBackground, SimulateWiresTheWhatIfKeys) {
-  json doc = {{"model",
-               {{"num_layers", 2},
-                {"hidden_size", 64},
-                {"num_attention_heads", 4},
-                {"vocab_size", 1000},
-                {"seq_length", 128}}},
+  json doc = {{"model", testing_plan::tiny_model()},
               {"cluster", {{"preset", "dgx-h100"}, {"nodes", 2}}},
               {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2}}},
               {"zero", {{"stage", 1}, {"overlap_comm", false}}},

@@ -13,6 +13,7 @@
 #include "sim/memory/memory_constants.h"
 #include "sim/report/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "tests/parallel/common.h"
 
 namespace zerosim {
 namespace {
@@ -177,12 +178,7 @@ TEST(reportMemoryTimeline, OverlapCommStages1And2KeepTheInvariants) {
   // Tiny model, all gradients in one bucket (Φ = 172288 < reduce_bucket_size = 5e8).
   for (int stage : {1, 2}) {
     for (int gas : {1, 2, 3}) {
-      json doc = {{"model",
-                   {{"num_layers", 2},
-                    {"hidden_size", 64},
-                    {"num_attention_heads", 4},
-                    {"vocab_size", 1000},
-                    {"seq_length", 128}}},
+      json doc = {{"model", testing_plan::tiny_model()},
                   {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
                   {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", gas}}},
                   {"sim", {{"ranks", "all"}}},
@@ -208,12 +204,7 @@ TEST(reportMemoryTimeline, Stage3PrefetchIntoBackwardIsReleased) {
   // bucket of 20000 elements: the pre-hooks at the end of the forward already prefetch the
   // first backward uses (the units of 16768 and 33216 elements), which is where the leak shows.
   //   end = 16Φ/N + 1 GiB context + 2 * reduce_bucket_size (IPG buffer), Φ = 172288, N = 2.
-  json doc = {{"model",
-               {{"num_layers", 2},
-                {"hidden_size", 64},
-                {"num_attention_heads", 4},
-                {"vocab_size", 1000},
-                {"seq_length", 128}}},
+  json doc = {{"model", testing_plan::tiny_model()},
               {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
               {"training", {{"micro_batch_size", 1}}},
               {"sim", {{"ranks", "all"}}},
@@ -255,12 +246,7 @@ TEST(reportMemoryTimeline, Stage3PersistentParametersStayGathered) {
   // model every parameter tensor (the largest is the 1000 x 64 token table, 64000) is below the
   // default threshold of 100000, so all Φ = 172288 parameters persist:
   //   end = 16Φ/N + 1 GiB context + 2 * reduce_bucket_size (IPG buffer) + 2Φ.
-  json doc = {{"model",
-               {{"num_layers", 2},
-                {"hidden_size", 64},
-                {"num_attention_heads", 4},
-                {"vocab_size", 1000},
-                {"seq_length", 128}}},
+  json doc = {{"model", testing_plan::tiny_model()},
               {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
               {"training", {{"micro_batch_size", 1}}},
               {"zero", {{"stage", 3}}}};
