@@ -58,6 +58,9 @@ inline SimTime seconds_to_ps(double seconds) {
 }
 inline double ps_to_seconds(SimTime t) { return static_cast<double>(t) * 1e-12; }
 
+// Whole units needed to hold `a` in pieces of `b` (a >= 0, b > 0): a ZeRO partition, a shard.
+inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
 inline constexpr double kGB = 1e9;
 inline constexpr double kGiB = 1073741824.0;
 

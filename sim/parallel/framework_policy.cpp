@@ -1,0 +1,52 @@
+#include "sim/parallel/framework_policy.h"
+
+#include <algorithm>
+
+namespace zerosim::plan_detail {
+
+FrameworkPolicy framework_policy(const Scenario& s, int stage) {
+  switch (s.parallel.framework) {
+    case Framework::DeepSpeed: return deepspeed_policy(s, stage);
+    case Framework::Megatron: return megatron_policy(s, stage);
+    case Framework::Fsdp: return fsdp_policy(s, stage);
+    case Framework::Nanotron: return nanotron_policy(s, stage);
+  }
+  return deepspeed_policy(s, stage);
+}
+
+Stream hook_stream(const Scenario& s, ReduceWhen when) {
+  if (when == ReduceWhen::AfterBackward) return Stream::Compute;
+  if (s.zero.stage == 0) return Stream::DpComm;  // DDP's reducer has its own NCCL stream
+  return s.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
+}
+
+void sharded_reduction(const Scenario& s, GradientPolicy& g) {
+  if (s.zero.stage == 0) {
+    g.collective = CollectiveKind::AllReduce;
+    g.collective_name = "grad all_reduce";
+    return;
+  }
+  const bool rs = s.zero.reduce_scatter;
+  g.collective = rs ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  g.collective_name = rs ? "grad reduce_scatter" : "grad all_reduce";
+}
+
+std::int64_t megatron_bucket_elements(const Scenario& s) {
+  return std::max<std::int64_t>(40'000'000, 1'000'000LL * s.parallel.dp);
+}
+
+bool gathers_partitions_after_step(const Scenario& s) {
+  // DeepSpeed's all_gather_dp_groups: one all_gather_into_tensor of the whole 16-bit flat buffer
+  // (allgather_bucket_size is unused with current PyTorch), synchronous. Megatron's distributed
+  // optimizer gathers the updated parameters the same way unless --overlap-param-gather.
+  return (s.zero.stage == 1 || s.zero.stage == 2) && !s.parallel.overlap_param_gather;
+}
+
+ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas) {
+  if (s.zero.mics_shard_size <= 0 || dp_subgroup_size(s) >= s.parallel.dp) {
+    return ReplicaReduce::None;
+  }
+  return with_replicas;
+}
+
+}  // namespace zerosim::plan_detail

@@ -1,0 +1,99 @@
+#pragma once
+// What a training framework decides about gradients and parameters, answered once per pipeline
+// stage: when the data-parallel gradient reduction runs, on which stream, in what buckets, in what
+// dtype and with which collective, which buffers it keeps, and how updated parameters come back.
+// The plan builder reads these answers and never asks which framework it is building for.
+//
+// One function per framework, each in its own file (deepspeed_policy.cpp, megatron_policy.cpp,
+// fsdp_policy.cpp, nanotron_policy.cpp), each citing the code it mirrors. A new framework is one
+// such file, its name in sim/scenario (Framework) and its case in framework_policy().
+#include <cstdint>
+#include <string>
+
+#include "sim/core/plan.h"
+#include "sim/parallel/training_plan.h"
+#include "sim/scenario/scenario.h"
+
+namespace zerosim::plan_detail {
+
+// When data-parallel gradient reduction runs.
+enum class ReduceWhen {
+  EveryBackward,  // hooks in each micro-batch's backward (DeepSpeed ZeRO-2/3, FSDP)
+  LastBackward,   // hooks in the last micro-batch's backward (DDP, DeepSpeed ZeRO-1 with
+                  // overlap_comm, Megatron --overlap-grad-reduce)
+  AfterBackward,  // after the last backward (pipeline flush): Megatron, nanotron, DeepSpeed's
+                  // pipeline engine and ZeRO-1 without overlap_comm
+};
+
+// How a bucket fills: PyTorch DDP closes a bucket once it holds at least its cap; DeepSpeed
+// reduces the pending bucket before a gradient would overflow it, and a gradient larger than the
+// cap alone.
+enum class BucketRule { CloseAtCap, FlushBeforeOverflow };
+
+// With hybrid sharding (zero.mics_shard_size), how the shard group's reduced gradients are
+// combined across the replica groups.
+enum class ReplicaReduce {
+  None,        // no replicas (the shard group is the whole DP group)
+  EachBucket,  // PyTorch FSDP HYBRID_SHARD: all-reduce of each bucket's shard right away
+  OncePerStep  // DeepSpeed MiCS: one all-reduce of the partition at the accumulation boundary
+};
+
+struct GradientPolicy {
+  ReduceWhen when = ReduceWhen::EveryBackward;
+  Stream stream = Stream::Compute;
+  Bytes bytes_per_element = 2;  // the dtype gradients are reduced (and accumulated) in
+  BucketRule rule = BucketRule::FlushBeforeOverflow;
+  // Elements per bucket: the first one, and every later one.
+  std::int64_t first_bucket_limit = 0, bucket_limit = 0;
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  std::string collective_name;  // how the op is named, e.g. "grad reduce_scatter"
+  // Buffers: a second copy of every gradient (DDP's bucket views); a reduce_bucket_size buffer
+  // held for the whole step (stage 3's contiguous gradients); the IPG buffer, allocated at the
+  // first hook setup and double-buffered with overlap_comm (DeepSpeed stages 1/2); a partition
+  // temporary for the micro-batches after the first (DeepSpeed stage 2).
+  bool bucket_copy = false;
+  bool stage3_bucket_buffer = false;
+  bool ipg_buffer = false;
+  bool accumulate_in_temporary = false;
+  // The compute stream waits before filling a bucket while the reduction `throttle_depth`
+  // buckets back is in flight (1: the previous one, two IPG buffers; 2: stage 3's two reductions
+  // in flight); 0 = never. sync_at_end: the backward ends with a wait for the last reduction.
+  int throttle_depth = 0;
+  bool sync_at_end = false;
+  ReplicaReduce replicas = ReplicaReduce::None;
+};
+
+struct ParameterPolicy {
+  // After the optimizer step, the updated 16-bit partitions are all-gathered (stages 1/2)...
+  bool gather_after_step = false;
+  // ...or, with Megatron's --overlap-param-gather, bucket by bucket during the next forward.
+  bool gather_in_next_forward = false;
+};
+
+struct FrameworkPolicy {
+  GradientPolicy grads;
+  ParameterPolicy params;
+};
+
+FrameworkPolicy framework_policy(const Scenario& s, int stage);
+
+FrameworkPolicy deepspeed_policy(const Scenario& s, int stage);
+FrameworkPolicy megatron_policy(const Scenario& s, int stage);
+FrameworkPolicy fsdp_policy(const Scenario& s, int stage);
+FrameworkPolicy nanotron_policy(const Scenario& s, int stage);
+
+// Pieces the policies share.
+// The stream of reductions issued from backward hooks: overlap_comm's side stream or the
+// compute stream; after the backward they run on the compute stream.
+Stream hook_stream(const Scenario& s, ReduceWhen when);
+// ZeRO-3 and sharded optimizers reduce-scatter into the owners' shards (zero.reduce_scatter
+// false: all-reduce); stage 0 all-reduces.
+void sharded_reduction(const Scenario& s, GradientPolicy& g);
+// Megatron-core's bucket size: max(40M, 1M x dp) elements (distributed_data_parallel.py).
+std::int64_t megatron_bucket_elements(const Scenario& s);
+// Stages 1/2 all-gather the updated partitions after the step.
+bool gathers_partitions_after_step(const Scenario& s);
+// With hybrid sharding, how replicas combine (None without replica groups).
+ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas);
+
+}  // namespace zerosim::plan_detail

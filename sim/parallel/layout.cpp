@@ -1,0 +1,68 @@
+#include "sim/parallel/layout.h"
+
+namespace zerosim::plan_detail {
+
+std::string unit_op_name(const Unit& u, const char* pass) {
+  return u.layer >= 0 ? std::string(pass) + " " + u.label + " L" + std::to_string(u.layer)
+                      : std::string(pass) + " " + u.label;
+}
+
+std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
+  const ParallelConfig& par = s.parallel;
+  const ModelSpec& m = s.model;
+  const ParamCounts pc = count_params(m);
+  const std::int64_t tp = par.tp;
+  auto shard = [&](std::int64_t total, std::int64_t replicated) {
+    return ceil_div(total - replicated, tp) + replicated;
+  };
+  // Megatron replicates over TP what it does not split: norms, the biases of row-parallel
+  // linears (attention output, MLP down) and the learned position table.
+  const std::int64_t row_bias = m.linear_bias ? m.hidden_size : 0;
+  const std::int64_t position_table =
+      m.position == PositionKind::Learned ? m.max_position_embeddings * m.hidden_size : 0;
+  const std::int64_t embedding_norm = pc.embedding - m.vocab_size * m.hidden_size - position_table;
+  const int virtual_stages = par.pp * par.virtual_stages;
+  std::vector<std::vector<Unit>> per_virtual(virtual_stages);
+  // Tensor counts: fused QKV and the attention output (Megatron's and GPT-2's layout); two MLP
+  // weights, three with SwiGLU; a bias per linear when the model has them; LayerNorm has a
+  // weight and a bias, RMSNorm a weight.
+  const int norm_tensors = m.norm == NormKind::LayerNorm ? 2 : 1;
+  const int biases = m.linear_bias ? 1 : 0;
+  const int mlp_weights = m.mlp == MlpKind::Swiglu ? 3 : 2;
+  per_virtual[0].push_back({WorkKind::EmbedForward, WorkKind::EmbedBackward, -1,
+                            shard(pc.embedding, position_table + embedding_norm), "embedding",
+                            position_table > 0 ? 2 : 1, embedding_norm > 0 ? norm_tensors : 0});
+  int layer = 0;
+  for (int g = 0; g < virtual_stages; ++g) {
+    int count = static_cast<int>(m.num_layers / virtual_stages) +
+                (g < m.num_layers % virtual_stages ? 1 : 0);
+    for (int i = 0; i < count; ++i, ++layer) {
+      per_virtual[g].push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, layer,
+                                shard(pc.attention_block, pc.attention_norm + row_bias),
+                                "attention", 2, 2 * biases + norm_tensors});
+      per_virtual[g].push_back({WorkKind::MlpForward, WorkKind::MlpBackward, layer,
+                                shard(pc.mlp_block, pc.mlp_norm + row_bias), "mlp", mlp_weights,
+                                mlp_weights * biases + norm_tensors});
+    }
+  }
+  // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
+  // copy for the output layer (Megatron's word-embedding copy on the last stage).
+  std::int64_t head = shard(pc.output, 0) + pc.final_norm;
+  if (m.tied_embeddings && par.pp > 1) head += shard(m.vocab_size * m.hidden_size, 0);
+  per_virtual[virtual_stages - 1].push_back(
+      {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head",
+       head > pc.final_norm ? 1 : 0, norm_tensors});
+  return per_virtual;
+}
+
+std::vector<std::vector<Unit>> stage_chunks(const Scenario& s,
+                                            const std::vector<std::vector<Unit>>& per_virtual,
+                                            int stage) {
+  std::vector<std::vector<Unit>> chunks;
+  for (int c = 0; c < s.parallel.virtual_stages; ++c) {
+    chunks.push_back(per_virtual[c * s.parallel.pp + stage]);
+  }
+  return chunks;
+}
+
+}  // namespace zerosim::plan_detail

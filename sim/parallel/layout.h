@@ -1,0 +1,38 @@
+#pragma once
+// How the model is cut: layers over pipeline stages (and interleaved chunks), parameters over
+// the tensor-parallel ranks. The result is a list of parameter units per virtual stage, the
+// granularity at which ZeRO-3 fetches parameters and backward hooks hand gradients over.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/parallel/training_plan.h"
+
+namespace zerosim::plan_detail {
+
+// A parameter unit: what one ZeRO-3 fetch gathers and one backward hook hands to the gradient
+// buckets. Units are the embedding, each layer's attention block and MLP block, and the head.
+struct Unit {
+  WorkKind forward, backward;
+  int layer = -1;
+  std::int64_t params = 0;  // this TP rank's share
+  std::string label;
+  // Parameter tensors: weights (and tables) large enough to be partitioned, and the small ones
+  // (biases, norms). Only the per-parameter stage-3 schedule of DeepSpeed 0.3-0.5 uses them.
+  int big_tensors = 1, small_tensors = 0;
+};
+
+// "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.
+std::string unit_op_name(const Unit& u, const char* pass);
+
+// Units of every virtual stage g = chunk * pp + stage, in model order. Each holds an even share
+// of the layers (the first ones get the remainder); the embedding rides with virtual stage 0
+// and the head with the last.
+std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s);
+
+// The units of pipeline stage `stage`, one list per interleaved chunk.
+std::vector<std::vector<Unit>> stage_chunks(const Scenario& s,
+                                            const std::vector<std::vector<Unit>>& per_virtual,
+                                            int stage);
+
+}  // namespace zerosim::plan_detail

@@ -1,0 +1,44 @@
+// Megatron-LM / Megatron-core: DDP over a contiguous gradient buffer, the distributed optimizer
+// (zero.stage 1) and the finalize_model_grads step after the pipeline flush.
+#include "sim/parallel/framework_policy.h"
+
+#include <limits>
+
+namespace zerosim::plan_detail {
+
+FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
+  const int zs = s.zero.stage;
+  const bool overlap = s.parallel.overlap_grad_reduce;
+  FrameworkPolicy p;
+  GradientPolicy& g = p.grads;
+  if (zs < 2 && overlap) {
+    // --overlap-grad-reduce: buckets are reduced as their gradients become ready in the last
+    // micro-batch's backward (DistributedDataParallel.register_grad_ready).
+    g.when = ReduceWhen::LastBackward;
+  } else {
+    g.when = zs >= 2 ? ReduceWhen::EveryBackward : ReduceWhen::AfterBackward;
+  }
+  // The overlapped bucket reductions are asynchronous collectives (async_op=True), which PyTorch
+  // runs on the process group's own NCCL stream.
+  g.stream = overlap && g.when != ReduceWhen::AfterBackward ? Stream::DpComm
+                                                            : hook_stream(s, g.when);
+  // Megatron accumulates and reduces gradients in fp32 when training in bf16
+  // (accumulate_allreduce_grads_in_fp32).
+  g.bytes_per_element = s.training.precision == Precision::Bf16 ? 4 : 2;
+  // Megatron-core gives pipeline ranks after the first one a single bucket
+  // (distributed_data_parallel.py: bucket_size None when pp_rank > 0).
+  g.first_bucket_limit = g.bucket_limit = overlap && stage > 0
+                                              ? std::numeric_limits<std::int64_t>::max()
+                                              : megatron_bucket_elements(s);
+  if (zs == 0 && g.when == ReduceWhen::LastBackward) {
+    g.rule = BucketRule::CloseAtCap;
+    g.bucket_copy = true;
+  }
+  sharded_reduction(s, g);
+  g.stage3_bucket_buffer = zs == 3 && s.zero.contiguous_gradients;
+  p.params.gather_after_step = gathers_partitions_after_step(s);
+  p.params.gather_in_next_forward = s.parallel.overlap_param_gather;
+  return p;
+}
+
+}  // namespace zerosim::plan_detail

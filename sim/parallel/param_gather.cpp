@@ -1,0 +1,56 @@
+#include "sim/parallel/param_gather.h"
+
+namespace zerosim::plan_detail {
+
+void ParamGather::after_step(std::int32_t after, Stream stream,
+                             std::int64_t persistent_elements) {
+  const bool shards = s_.zero.mics_shard_size > 0;
+  const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp;
+  const Peer peer = shards ? Peer::DpShard : Peer::Dp;
+  if (policy_.params.gather_after_step) {
+    e_.collective(peer, CollectiveKind::AllGather, 2 * info_.dp_partition * dp, stream,
+                  "param all_gather", {after});
+  }
+  if (persistent_elements > 0) {
+    e_.collective(peer, CollectiveKind::AllGather, 2 * ceil_div(persistent_elements, dp) * dp,
+                  stream, "persistent param all_gather", {after});
+  }
+}
+
+std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& units) const {
+  const std::int64_t limit = policy_.grads.bucket_limit;
+  // A bucket closes once it reaches the limit.
+  std::vector<Bucket> out;
+  std::int64_t filled = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    filled += units[i].params;
+    if (filled >= limit || i + 1 == units.size()) {
+      out.push_back({start, filled});
+      start = i + 1;
+      filled = 0;
+    }
+  }
+  return out;
+}
+
+std::int32_t ParamGather::in_forward(int chunk, const std::vector<Bucket>& buckets, std::size_t u,
+                                     std::int32_t current, std::int32_t start) {
+  std::size_t b = 0;
+  while (b + 1 < buckets.size() && buckets[b + 1].first_unit <= u) ++b;
+  if (buckets[b].first_unit != u) return current;  // inside a bucket already waited for
+  const std::int64_t dp = s_.parallel.dp;
+  auto gather = [&](std::size_t i, const std::vector<std::int32_t>& deps) {
+    return e_.collective(Peer::Dp, CollectiveKind::AllGather,
+                         2 * ceil_div(buckets[i].elements, dp) * dp, Stream::DpComm,
+                         "param all_gather (overlapped) bucket " + std::to_string(i) + " c" +
+                             std::to_string(chunk),
+                         deps);
+  };
+  if (b == 0) next_gather_ = gather(0, {start});
+  const std::int32_t mine = next_gather_;
+  if (b + 1 < buckets.size()) next_gather_ = gather(b + 1, {mine});
+  return mine;
+}
+
+}  // namespace zerosim::plan_detail

@@ -1,0 +1,131 @@
+// The forward and backward passes of one stage over one (micro-batch, chunk): pipeline receives
+// and sends, the compute of each unit with its tensor-parallel collectives, activation
+// allocations, ZeRO-3 gathers and releases, and the backward hooks that feed the gradient buckets.
+#include "sim/parallel/stage_builder.h"
+
+namespace zerosim::plan_detail {
+
+void StageBuilder::tp_collectives(std::int32_t after, const std::string& what) {
+  // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
+  // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
+  // after the block and an all-gather before the next, each moving half an all-reduce.
+  if (s_.parallel.tp == 1) return;
+  std::int32_t last;
+  if (s_.parallel.sequence_parallel) {
+    std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, tp_activation_bytes_,
+                                    Stream::TpComm, "tp reduce_scatter " + what, {after});
+    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_activation_bytes_,
+                         Stream::TpComm, "tp all_gather " + what, {rs});
+  } else {
+    last = e_.collective(Peer::Tp, CollectiveKind::AllReduce, tp_activation_bytes_,
+                         Stream::TpComm, "tp all_reduce " + what, {after});
+  }
+  e_.host_wait(last);
+}
+
+void StageBuilder::forward_pass(int mb, int chunk) {
+  const std::string suffix = pass_suffix(mb, chunk);
+  if (!first_virtual(chunk)) {
+    // Megatron recv_forward: posted when the stage reaches this pass, waited on before compute.
+    e_.host_wait(e_.collective(Peer::RecvPrev, CollectiveKind::SendRecv, p2p_bytes_,
+                               Stream::PpRecv, "recv activations" + suffix, {last_compute_}));
+  }
+  const bool stage3 = s_.zero.stage == 3;
+  const std::vector<Unit>& units = chunks_[chunk];
+  const bool first_forward = forwards_done_[chunk]++ == 0;
+  if (stage3) zero3_.begin_forward(chunk, first_forward);
+  std::int32_t prev = last_compute_;
+  std::int32_t bucket_gather = -1;
+  const bool gather_params = first_forward && policy_.params.gather_in_next_forward;
+  const std::vector<ParamGather::Bucket> buckets =
+      gather_params ? params_.buckets(units) : std::vector<ParamGather::Bucket>{};
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const Unit& unit = units[u];
+    std::vector<std::int32_t> deps;
+    if (stage3) deps.push_back(zero3_.fetch_forward(chunk, u, prev));
+    if (gather_params) {
+      bucket_gather = params_.in_forward(chunk, buckets, u, bucket_gather, last_compute_);
+      deps.push_back(bucket_gather);
+    }
+    if (unit.forward == WorkKind::AttentionForward) {
+      e_.alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
+    }
+    if (unit.forward == WorkKind::HeadForward) {
+      e_.alloc(MemCategory::Activations, logits_bytes_, "logits");
+    }
+    prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
+    if (unit.forward != WorkKind::HeadForward) tp_collectives(prev, unit_op_name(unit, "fwd"));
+    if (stage3 && zero3_.release_after_forward(chunk, u)) {
+      e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
+    }
+  }
+  last_compute_ = prev;
+  if (stage3) zero3_.end_forward(mb, chunk);
+  if (!last_virtual(chunk)) {
+    // Sends are asynchronous (isend): the stage goes on; the receiver waits for the data.
+    e_.collective(Peer::SendNext, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+                  "send activations" + suffix, {prev});
+  }
+}
+
+void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step) {
+  const int zs = s_.zero.stage;
+  const bool stage3 = zs == 3;
+  const std::string suffix = pass_suffix(mb, chunk);
+  if (!last_virtual(chunk)) {
+    e_.host_wait(e_.collective(Peer::RecvNext, CollectiveKind::SendRecv, p2p_bytes_,
+                               Stream::PpRecv, "recv gradients" + suffix, {last_compute_}));
+  }
+  const ReduceWhen when = policy_.grads.when;
+  const bool hooks = when == ReduceWhen::EveryBackward ||
+                     (when == ReduceWhen::LastBackward && last_of_chunk);
+  const std::vector<Unit>& units = chunks_[chunk];
+  const std::size_t n_units = units.size();
+  if (stage3) zero3_.begin_backward(mb, chunk);
+  grads_.begin_backward(backwards_done_[chunk]++ > 0);
+  const bool full = s_.parallel.recompute == Recompute::Full;
+  std::int32_t prev = last_compute_;
+  for (std::size_t i = n_units; i-- > 0;) {
+    const Unit& unit = units[i];
+    const std::size_t use = 2 * n_units - 1 - i;  // backward position in the fetch trace
+    std::vector<std::int32_t> deps;
+    if (stage3) deps.push_back(zero3_.fetch_backward(chunk, use, prev));
+    if (full && unit.backward == WorkKind::MlpBackward) {
+      e_.alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
+               "recomputed activations");
+    }
+    if (zs >= 2) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+    prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps);
+    // The input gradient of every column-parallel block (and of the vocab-parallel head) is
+    // all-reduced; the embedding's is not needed.
+    if (unit.backward != WorkKind::EmbedBackward) tp_collectives(prev, unit_op_name(unit, "bwd"));
+    if (unit.backward == WorkKind::HeadBackward) {
+      e_.free_op(MemCategory::Activations, logits_bytes_, "logits");
+    }
+    if (unit.backward == WorkKind::AttentionBackward) {
+      e_.free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
+      if (full) {
+        e_.free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
+                   "recomputed activations");
+      }
+    }
+    if (stage3 && zero3_.release_after_backward(chunk, i, use)) {
+      e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
+    }
+    if (hooks && s_.zero.per_parameter_stage3) {
+      grads_.per_parameter_reduce(unit, prev);
+    } else if (hooks) {
+      grads_.gradient_ready(unit.params, prev);
+    }
+    if (zs >= 2) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  }
+  last_compute_ = prev;
+  if (!first_virtual(chunk)) {
+    e_.collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+                  "send gradients" + suffix, {prev});
+  }
+  if (hooks) grads_.end_backward(prev, last_of_step);
+  if (when == ReduceWhen::AfterBackward && last_of_step) grads_.reduce_after_flush(chunks_, prev);
+}
+
+}  // namespace zerosim::plan_detail

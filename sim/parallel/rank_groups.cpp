@@ -1,0 +1,253 @@
+#include "sim/parallel/rank_groups.h"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+#include <string>
+
+namespace zerosim {
+
+const char* group_kind_name(GroupKind k) {
+  return k == GroupKind::Dp ? "dp" : k == GroupKind::Tp ? "tp" : "pp";
+}
+
+int dp_subgroup_size(const Scenario& s) {
+  const ZeroConfig& z = s.zero;
+  if (z.mics_shard_size > 0) return z.mics_shard_size;
+  if (z.hpz_partition_size > 1) return z.hpz_partition_size;
+  if (z.quantized_gradients) {
+    // qgZ's first all-to-all stays inside the node: the DP ranks a node holds.
+    const int per_node = std::max(1, s.cluster.gpus_per_node / (s.parallel.tp * s.parallel.cp));
+    return std::min(s.parallel.dp, per_node);
+  }
+  return 1;
+}
+
+namespace plan_detail {
+namespace {
+
+class Instantiator {
+ public:
+  Instantiator(const Scenario& s, const std::vector<Template>& templates, bool fold,
+               TrainingPlan& out)
+      : s_(s), templates_(templates), fold_(fold), out_(out), plan_(out.plan),
+        tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp),
+        dp_all_(s.parallel.dp), k_(dp_subgroup_size(s)) {}
+
+  void run() {
+    plan_.num_ranks = tp_ * dp_ * pp_;
+    out_.stage_of_rank.resize(plan_.num_ranks);
+    if (fold_) {
+      plan_.real_rank.resize(plan_.num_ranks);
+      for (int st = 0; st < pp_; ++st) {
+        for (int t = 0; t < tp_; ++t) plan_.real_rank[rank_of(st, 0, t)] = real_rank_of(st, 0, t);
+      }
+      plan_.cost_begin.push_back(0);
+    }
+    for (int d = 0; d < dp_all_; ++d) every_dp_.push_back(d);
+    for (int d = 0; d < k_; ++d) first_shard_.push_back(d);
+    for (int d = 0; d < dp_all_; d += k_) first_replica_.push_back(d);
+    group_of_.resize(plan_.num_ranks);
+    position_.resize(plan_.num_ranks);
+    for (auto& g : group_of_) g.fill(-1);
+    for (int st = 0; st < pp_; ++st) {
+      for (int t = 0; t < tp_; ++t) data_parallel_groups(st, t);
+      for (int d = 0; d < dp_; ++d) tensor_parallel_group(st, d);
+    }
+    pipeline_groups();
+    make_collectives();
+    copy_ops();
+    for (OpId m : plan_.members) {
+      if (m == kNoOp) throw std::logic_error("a collective has a member that never joins");
+    }
+  }
+
+ private:
+  int rank_of(int stage, int dp_idx, int tp_idx) const {
+    return (stage * dp_ + dp_idx) * tp_ + tp_idx;
+  }
+  // The cluster rank of (stage, dp index, tp index), folded or not.
+  int real_rank_of(int stage, int dp_idx, int tp_idx) const {
+    return (stage * dp_all_ + dp_idx) * tp_ + tp_idx;
+  }
+  void join(int rank, Peer peer, int group, int position) {
+    group_of_[rank][static_cast<int>(peer)] = group;
+    position_[rank][static_cast<int>(peer)] = position;
+  }
+
+  // The cluster ranks a group stands for: with folding, a DP group of one member stands for
+  // the DP indices `folded_dp` (all of them for the whole DP group; the first shard or the
+  // first replica group for the sub-groups); other groups map member by member.
+  void add_cost(const std::vector<std::int32_t>& ranks, GroupKind kind,
+                const std::vector<int>& folded_dp) {
+    if (!fold_) return;
+    if (kind == GroupKind::Dp) {
+      const int first = plan_.real_rank[ranks[0]];
+      const int st = first / (tp_ * dp_all_), t = first % tp_;
+      for (int d : folded_dp) plan_.cost_ranks.push_back(real_rank_of(st, d, t));
+    } else {
+      for (std::int32_t r : ranks) plan_.cost_ranks.push_back(plan_.real_rank[r]);
+    }
+    plan_.cost_begin.push_back(static_cast<std::uint32_t>(plan_.cost_ranks.size()));
+  }
+  int add_group(const std::vector<std::int32_t>& ranks, const std::string& name, GroupKind kind,
+                const std::vector<int>& folded_dp = {}) {
+    add_cost(ranks, kind, folded_dp.empty() ? every_dp_ : folded_dp);
+    plan_.group_ranks.insert(plan_.group_ranks.end(), ranks.begin(), ranks.end());
+    plan_.group_begin.push_back(static_cast<std::uint32_t>(plan_.group_ranks.size()));
+    plan_.group_names.push_back(name);
+    out_.group_kind.push_back(kind);
+    return plan_.num_groups() - 1;
+  }
+
+  // The DP group of (stage, tp index), and with k > 1 its shard groups (k consecutive DP ranks)
+  // and replica groups (one rank of each shard group). Folded, the one DP member stands for the
+  // first of each.
+  void data_parallel_groups(int st, int t) {
+    std::vector<std::int32_t> ranks;
+    for (int d = 0; d < dp_; ++d) ranks.push_back(rank_of(st, d, t));
+    const int g = add_group(ranks, "dp s" + std::to_string(st) + " t" + std::to_string(t),
+                            GroupKind::Dp);
+    for (int d = 0; d < dp_; ++d) join(rank_of(st, d, t), Peer::Dp, g, d);
+    if (k_ <= 1) return;
+    const int shard = fold_ ? 1 : k_, replicas = fold_ ? 1 : dp_all_ / k_;
+    const std::string where = " s" + std::to_string(st) + " t" + std::to_string(t);
+    for (int j = 0; j < (fold_ ? 1 : dp_all_ / k_); ++j) {
+      std::vector<std::int32_t> members;
+      for (int i = 0; i < shard; ++i) members.push_back(rank_of(st, j * k_ + i, t));
+      const int sg = add_group(members, "dp-shard" + std::to_string(j) + where, GroupKind::Dp,
+                               first_shard_);
+      for (int i = 0; i < shard; ++i) join(members[i], Peer::DpShard, sg, i);
+    }
+    for (int i = 0; i < shard; ++i) {
+      std::vector<std::int32_t> members;
+      for (int j = 0; j < replicas; ++j) members.push_back(rank_of(st, j * k_ + i, t));
+      const int rg = add_group(members, "dp-replica" + std::to_string(i) + where, GroupKind::Dp,
+                               first_replica_);
+      for (int j = 0; j < replicas; ++j) join(members[j], Peer::DpReplica, rg, j);
+    }
+  }
+
+  void tensor_parallel_group(int st, int d) {
+    std::vector<std::int32_t> ranks;
+    for (int t = 0; t < tp_; ++t) ranks.push_back(rank_of(st, d, t));
+    const int g = add_group(ranks, "tp s" + std::to_string(st) + " d" + std::to_string(d),
+                            GroupKind::Tp);
+    for (int t = 0; t < tp_; ++t) join(rank_of(st, d, t), Peer::Tp, g, t);
+  }
+
+  // For each ordered pair of adjacent stages and each (dp, tp) index, a two-rank group: sender
+  // first. Interleaving wraps the last stage around to the first.
+  void pipeline_groups() {
+    const bool wrap = s_.parallel.virtual_stages > 1;
+    for (int st = 0; st < pp_; ++st) {
+      const int next = (st + 1) % pp_;
+      if (pp_ == 1 || (next == 0 && !wrap)) continue;
+      for (int d = 0; d < dp_; ++d) {
+        for (int t = 0; t < tp_; ++t) {
+          const int a = rank_of(st, d, t), b = rank_of(next, d, t);
+          const int fwd = add_group(
+              {a, b}, "pp s" + std::to_string(st) + "->s" + std::to_string(next), GroupKind::Pp);
+          join(a, Peer::SendNext, fwd, 0);
+          join(b, Peer::RecvPrev, fwd, 1);
+          const int bwd = add_group(
+              {b, a}, "pp s" + std::to_string(next) + "->s" + std::to_string(st), GroupKind::Pp);
+          join(b, Peer::SendPrev, bwd, 0);
+          join(a, Peer::RecvNext, bwd, 1);
+        }
+      }
+    }
+  }
+
+  // One collective per (group, instance); its kind and size come from the template of a
+  // member's stage (both members of a pipeline group must agree on the count).
+  void make_collectives() {
+    coll_base_.assign(plan_.num_groups(), 0);
+    std::vector<bool> created(plan_.num_groups(), false);
+    for (int r = 0; r < plan_.num_ranks; ++r) {
+      const Template& t = templates_[r / (tp_ * dp_)];
+      for (int peer = 0; peer < kNumPeers; ++peer) {
+        const int g = group_of_[r][peer];
+        if (g < 0 || created[g]) continue;
+        created[g] = true;
+        coll_base_[g] = static_cast<std::uint32_t>(plan_.collectives.size());
+        for (const auto& [kind, bytes] : t.instances[peer]) {
+          Collective c;
+          c.kind = kind;
+          c.bytes = bytes;
+          c.group = g;
+          c.member_count = static_cast<std::uint32_t>(plan_.group_size(g));
+          c.member_begin = static_cast<std::uint32_t>(plan_.members.size());
+          plan_.members.resize(plan_.members.size() + c.member_count, kNoOp);
+          plan_.collectives.push_back(c);
+        }
+      }
+    }
+    coll_count_.assign(plan_.num_groups(), 0);
+    for (const Collective& c : plan_.collectives) ++coll_count_[c.group];
+  }
+
+  void copy_ops() {
+    std::size_t total = 0;
+    for (const Template& t : templates_) total += t.ops.size() * static_cast<std::size_t>(tp_ * dp_);
+    plan_.ops.reserve(total);
+    for (int r = 0; r < plan_.num_ranks; ++r) {
+      const int st = r / (tp_ * dp_);
+      out_.stage_of_rank[r] = st;
+      const Template& t = templates_[st];
+      const OpId base = static_cast<OpId>(plan_.ops.size());
+      for (const TemplateOp& top : t.ops) {
+        Op op;
+        op.kind = top.kind;
+        op.stream = top.stream;
+        op.phase = top.phase;
+        op.category = top.category;
+        op.rank = r;
+        op.name = top.name;
+        op.work = top.work;
+        op.bytes = top.bytes;
+        op.dep_begin = static_cast<std::uint32_t>(plan_.deps.size());
+        op.dep_count = top.dep_count;
+        for (std::uint32_t i = 0; i < top.dep_count; ++i) {
+          plan_.deps.push_back(base + static_cast<OpId>(t.deps[top.dep_begin + i]));
+        }
+        if (top.kind == OpKind::Collective) join_collective(r, top, op);
+        plan_.ops.push_back(op);
+      }
+    }
+  }
+
+  void join_collective(int r, const TemplateOp& top, Op& op) {
+    const int peer = static_cast<int>(top.peer);
+    const int g = group_of_[r][peer];
+    if (static_cast<std::uint32_t>(top.instance) >= coll_count_[g]) {
+      throw std::logic_error("pipeline stages disagree on the transfers of group " +
+                             plan_.group_names[g]);
+    }
+    const std::uint32_t c = coll_base_[g] + static_cast<std::uint32_t>(top.instance);
+    op.work = static_cast<std::int32_t>(c);
+    plan_.members[plan_.collectives[c].member_begin + position_[r][peer]] =
+        static_cast<OpId>(plan_.ops.size());
+  }
+
+  const Scenario& s_;
+  const std::vector<Template>& templates_;
+  const bool fold_;
+  TrainingPlan& out_;
+  Plan& plan_;
+  const int tp_, pp_, dp_, dp_all_, k_;
+  std::vector<int> every_dp_, first_shard_, first_replica_;
+  // group_of_[rank][peer]: the group a rank's ops of that peer kind run on; position in it.
+  std::vector<std::array<int, kNumPeers>> group_of_, position_;
+  std::vector<std::uint32_t> coll_base_, coll_count_;
+};
+
+}  // namespace
+
+void instantiate_ranks(const Scenario& s, const std::vector<Template>& templates, bool fold,
+                       TrainingPlan& out) {
+  Instantiator(s, templates, fold, out).run();
+}
+
+}  // namespace plan_detail
+}  // namespace zerosim

@@ -1,0 +1,70 @@
+#include "sim/parallel/schedules.h"
+
+#include <algorithm>
+
+namespace zerosim::plan_detail {
+
+namespace {
+
+// Pass k of each direction in Megatron's interleaved order: groups of pp micro-batches go
+// through chunk 0, then chunk 1, ...; backwards visit the chunks in reverse. With one chunk
+// pass k is micro-batch k.
+PassStep forward_pass_k(int k, int pp, int chunks) {
+  return {true, (k / (pp * chunks)) * pp + k % pp, (k / pp) % chunks};
+}
+PassStep backward_pass_k(int k, int pp, int chunks) {
+  return {false, (k / (pp * chunks)) * pp + k % pp, chunks - 1 - (k / pp) % chunks};
+}
+
+// `warmup` forwards, then alternately one forward and one backward, then the remaining
+// backwards: the shape every schedule here shares.
+std::vector<PassStep> warmup_steady_cooldown(int total, int warmup, int pp, int chunks) {
+  std::vector<PassStep> out;
+  for (int k = 0; k < warmup; ++k) out.push_back(forward_pass_k(k, pp, chunks));
+  for (int k = 0; k < total - warmup; ++k) {
+    out.push_back(forward_pass_k(warmup + k, pp, chunks));
+    out.push_back(backward_pass_k(k, pp, chunks));
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back(backward_pass_k(k, pp, chunks));
+  return out;
+}
+
+}  // namespace
+
+std::vector<PassStep> no_pipeline_schedule(int micro_batches, int chunks) {
+  std::vector<PassStep> out;
+  for (int j = 0; j < micro_batches; ++j) {
+    for (int c = 0; c < chunks; ++c) out.push_back({true, j, c});
+    for (int c = chunks; c-- > 0;) out.push_back({false, j, c});
+  }
+  return out;
+}
+
+std::vector<PassStep> gpipe_schedule(int micro_batches, int pp, int chunks) {
+  const int total = micro_batches * chunks;
+  return warmup_steady_cooldown(total, total, pp, chunks);
+}
+
+std::vector<PassStep> one_f_one_b_schedule(int micro_batches, int pp, int stage) {
+  return warmup_steady_cooldown(micro_batches, std::min(pp - stage - 1, micro_batches), pp, 1);
+}
+
+std::vector<PassStep> interleaved_schedule(int micro_batches, int pp, int chunks, int stage) {
+  const int total = micro_batches * chunks;
+  const int warmup = std::min((pp - stage - 1) * 2 + (chunks - 1) * pp, total);
+  return warmup_steady_cooldown(total, warmup, pp, chunks);
+}
+
+std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
+  const int m = static_cast<int>(s.training.gradient_accumulation_steps);
+  const int p = s.parallel.pp, v = s.parallel.virtual_stages;
+  if (p == 1) return no_pipeline_schedule(m, v);
+  switch (s.parallel.pipeline_schedule) {
+    case PipelineSchedule::GPipe: return gpipe_schedule(m, p, v);
+    case PipelineSchedule::OneFOneB: return one_f_one_b_schedule(m, p, stage);
+    case PipelineSchedule::Interleaved: return interleaved_schedule(m, p, v, stage);
+  }
+  return {};
+}
+
+}  // namespace zerosim::plan_detail

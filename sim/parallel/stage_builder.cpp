@@ -1,0 +1,150 @@
+#include "sim/parallel/stage_builder.h"
+
+#include <algorithm>
+
+#include "sim/memory/memory_constants.h"
+#include "sim/parallel/schedules.h"
+
+namespace zerosim::plan_detail {
+
+void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunks,
+                  const GradientPolicy& grads, StagePlan& info) {
+  std::int64_t phi = 0;
+  for (const auto& chunk : chunks) {
+    for (const Unit& u : chunk) {
+      phi += u.params;
+      if (u.forward == WorkKind::AttentionForward) ++info.layers;
+    }
+  }
+  info.local_params = phi;
+  // MiCS / HYBRID_SHARD partition the model states over the shard group only.
+  info.dp_partition = ceil_div(phi, s.zero.mics_shard_size > 0 ? dp_subgroup_size(s)
+                                                                : s.parallel.dp);
+  // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
+  // fp32 master weights and Adam moments per parameter, partitioned by stage.
+  const int zs = s.zero.stage;
+  info.model_states.params = 2 * (zs == 3 ? info.dp_partition : phi);
+  info.model_states.grads = grads.bytes_per_element * (zs >= 2 ? info.dp_partition : phi);
+  info.model_states.optimizer_states = 12 * (zs >= 1 ? info.dp_partition : phi);
+  // ZeRO-Offload moves the fp32 master weights, the Adam moments and (stages 2/3) the gradient
+  // partition to the host; offload_param moves the stage-3 16-bit partition there too.
+  if (offloads_optimizer(s)) {
+    info.model_states.optimizer_states = 0;
+    if (zs >= 2) info.model_states.grads = 0;
+  }
+  if (offloads_params(s)) info.model_states.params = 0;
+  offload_memory(s, info);
+}
+
+StageBuilder::StageBuilder(const Scenario& s, int stage, std::vector<std::vector<Unit>> chunks,
+                           PlanTables tables, StagePlan& info)
+    : s_(s),
+      stage_(stage),
+      chunks_(std::move(chunks)),
+      info_(info),
+      dp_subgroup_(dp_subgroup_size(s)),
+      policy_(framework_policy(s, stage)),
+      e_(tables),
+      offload_(e_, s, policy_.grads, dp_subgroup_),
+      zero3_(e_, s, chunks_, dp_subgroup_, offload_),
+      grads_(e_, s, policy_.grads, info, dp_subgroup_, offload_),
+      params_(e_, s, policy_, info, dp_subgroup_) {}
+
+Template StageBuilder::build() {
+  stage_states(s_, chunks_, policy_.grads, info_);
+  const ModelSpec& m = s_.model;
+  const std::int64_t tp = s_.parallel.tp;
+  activation_layer_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
+                                                 s_.parallel.sequence_parallel,
+                                                 s_.parallel.recompute, s_.training.flash_attention);
+  activation_layer_full_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
+                                                      s_.parallel.sequence_parallel, Recompute::None,
+                                                      s_.training.flash_attention);
+  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
+  // Logits in 16 bits and their fp32 copy for the cross-entropy (Korthikanti et al. 2022, §4.3
+  // counts the fp32 copy as 4sbv/t), vocab-parallel over TP.
+  logits_bytes_ = static_cast<Bytes>(6.0 * sb * m.vocab_size / tp);
+  tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
+  // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
+  // parallelism (Megatron's scatter-gather optimisation does the same without it).
+  p2p_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size /
+                                  (s_.parallel.sequence_parallel ? tp : 1));
+  allocate_states();
+
+  const std::vector<PassStep> steps = pipeline_schedule(s_, stage_);
+  // The last backward of each chunk (the accumulation boundary of that chunk's gradients).
+  std::vector<int> remaining_backward(chunks_.size(), 0);
+  for (const PassStep& st : steps) {
+    if (!st.forward) ++remaining_backward[st.chunk];
+  }
+  int backwards_left = 0;
+  for (int r : remaining_backward) backwards_left += r;
+  for (const PassStep& st : steps) {
+    if (st.forward) {
+      forward_pass(st.mb, st.chunk);
+    } else {
+      --backwards_left;
+      bool last_of_chunk = --remaining_backward[st.chunk] == 0;
+      backward_pass(st.mb, st.chunk, last_of_chunk, backwards_left == 0);
+    }
+  }
+  optimizer_step();
+  return e_.take();
+}
+
+// What a rank allocates before its first pass: model states, the CUDA context, the framework's
+// gradient buffers, and with stage 3 the parameters that stay gathered.
+void StageBuilder::allocate_states() {
+  const GradientPolicy& g = policy_.grads;
+  e_.alloc(MemCategory::Params, info_.model_states.params, "params");
+  e_.alloc(MemCategory::Grads, info_.model_states.grads, "grads");
+  e_.alloc(MemCategory::OptimizerStates, info_.model_states.optimizer_states, "optimizer_states");
+  e_.alloc(MemCategory::Buffers, kCudaContextBytes, "cuda_context");
+  if (g.bucket_copy) e_.alloc(MemCategory::Buffers, 2 * info_.local_params, "ddp_buckets");
+  if (g.stage3_bucket_buffer) {
+    e_.alloc(MemCategory::Buffers, 2 * s_.zero.reduce_bucket_size, "ipg_buffer");
+  }
+  forwards_done_.assign(chunks_.size(), 0);
+  backwards_done_.assign(chunks_.size(), 0);
+  if (s_.zero.stage != 3) return;
+  zero3_.plan();
+  // Persistent parameters stay gathered: a full 16-bit copy beside the partition.
+  const Bytes persistent = zero3_.persistent_bytes();
+  if (persistent > 0) e_.alloc(MemCategory::Buffers, persistent, "persistent params");
+  if (s_.zero.hpz_partition_size > 1 && s_.zero.mics_shard_size <= 0) {
+    e_.alloc(MemCategory::Params, zero3_.hpz_secondary_bytes(), "hpz secondary partition");
+  }
+}
+
+std::string StageBuilder::pass_suffix(int mb, int chunk) const {
+  std::string s = " mb" + std::to_string(mb);
+  if (chunks_.size() > 1) s += " c" + std::to_string(chunk);
+  return s;
+}
+
+void StageBuilder::optimizer_step() {
+  const int zs = s_.zero.stage;
+  const std::int64_t elements = zs == 0 ? info_.local_params : info_.dp_partition;
+  const std::int64_t persistent = zs == 3 ? zero3_.persistent_elements() : 0;
+  std::vector<std::int32_t> deps;
+  if (grads_.final_reduction() >= 0) deps.push_back(grads_.final_reduction());
+  if (offloads_optimizer(s_)) {
+    const Offload::StepEnd end = offload_.step(elements, deps);
+    params_.after_step(end.ready, end.gather_stream, persistent);
+    return;
+  }
+  // fp32 gradients handed to the optimizer: stage 0 upcasts every gradient; stages 1/2 flatten
+  // the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage 3 the same per
+  // sub-group of at most sub_group_size (1e9) elements.
+  const Bytes temp = zs == 0 ? 4 * elements
+                             : 6 * (zs == 3 ? std::min<std::int64_t>(elements, 1'000'000'000) : elements);
+  std::int32_t a = e_.alloc(MemCategory::Buffers, temp, "fp32 step gradients", Stream::Compute, deps);
+  std::vector<std::int32_t> step_deps = {a};
+  for (std::int32_t w : e_.take_host_waits()) step_deps.push_back(w);
+  const std::int32_t step = e_.work_op(OpKind::Compute, {WorkKind::OptimizerStep, elements, 0},
+                                       Stream::Compute, Phase::Optimizer, "optimizer step", step_deps);
+  e_.free_op(MemCategory::Buffers, temp, "fp32 step gradients");
+  params_.after_step(step, Stream::Compute, persistent);
+}
+
+}  // namespace zerosim::plan_detail

@@ -1,0 +1,65 @@
+#pragma once
+// Builds the template of one pipeline stage: its model states and buffers, the forward and
+// backward passes in the pipeline schedule's order (with the TP collectives, pipeline transfers,
+// ZeRO-3 fetches and gradient hooks inside them), and the optimizer step. The framework's
+// answers come from its policy (framework_policy.h); each concern has its own part: Zero3Params,
+// GradientReducer, Offload, ParamGather.
+#include <cstdint>
+#include <vector>
+
+#include "sim/parallel/framework_policy.h"
+#include "sim/parallel/gradients.h"
+#include "sim/parallel/layout.h"
+#include "sim/parallel/offload.h"
+#include "sim/parallel/param_gather.h"
+#include "sim/parallel/stage_template.h"
+#include "sim/parallel/zero3_params.h"
+
+namespace zerosim::plan_detail {
+
+// Model states per rank (ZeRO paper, SC20, section 5) and the offload tiers' bytes of a stage
+// holding `chunks`; gradients in the framework's reduction dtype.
+void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunks,
+                  const GradientPolicy& grads, StagePlan& info);
+
+class StageBuilder {
+ public:
+  StageBuilder(const Scenario& s, int stage, std::vector<std::vector<Unit>> chunks,
+               PlanTables tables, StagePlan& info);
+
+  Template build();
+
+ private:
+  void allocate_states();
+  void forward_pass(int mb, int chunk);
+  void backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
+  void tp_collectives(std::int32_t after, const std::string& what);
+  void optimizer_step();
+  std::string pass_suffix(int mb, int chunk) const;
+  bool first_virtual(int chunk) const { return stage_ == 0 && chunk == 0; }
+  bool last_virtual(int chunk) const {
+    return stage_ == s_.parallel.pp - 1 && chunk == static_cast<int>(chunks_.size()) - 1;
+  }
+
+  const Scenario& s_;
+  const int stage_;
+  const std::vector<std::vector<Unit>> chunks_;
+  StagePlan& info_;
+  const int dp_subgroup_;
+  const FrameworkPolicy policy_;
+  Emitter e_;
+  Offload offload_;
+  Zero3Params zero3_;
+  GradientReducer grads_;
+  ParamGather params_;
+
+  // Activation bytes of one layer kept for backward (with the scenario's recomputation) and
+  // recomputed in a full-recompute backward; logits; a TP collective's and a pipeline
+  // transfer's buffer.
+  double activation_layer_ = 0, activation_layer_full_ = 0;
+  Bytes logits_bytes_ = 0, tp_activation_bytes_ = 0, p2p_bytes_ = 0;
+  std::int32_t last_compute_ = -1;
+  std::vector<int> forwards_done_, backwards_done_;  // per chunk, in this step
+};
+
+}  // namespace zerosim::plan_detail

@@ -1,0 +1,90 @@
+#pragma once
+// The template of one pipeline stage: the op sequence every rank of that stage runs (all its DP
+// and TP ranks run the same one), and the Emitter that appends to it. The stage's parts (passes,
+// ZeRO-3 fetches, gradient buckets, offload, optimizer step) emit through one Emitter, so ops get
+// their ids in the order the stage runs them; rank_groups.cpp then copies the template to every
+// rank of the stage and matches its collectives across ranks.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/core/plan.h"
+#include "sim/parallel/training_plan.h"
+
+namespace zerosim::plan_detail {
+
+// Which group a template op's collective runs on, seen from the rank that runs it. Pipeline
+// transfers are two-member "collectives" (send first, receive second) on the group of an ordered
+// pair of adjacent stages. DpShard and DpReplica split a DP group of dp ranks into dp / k
+// groups of k consecutive ranks (a node's share of the DP group, or a MiCS shard group) and k
+// groups of the ranks at the same position in each (dp_subgroup_size gives k).
+enum class Peer : std::uint8_t { Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica };
+inline constexpr int kNumPeers = 8;
+
+// Collectives are matched across ranks by (group, instance).
+struct TemplateOp {
+  OpKind kind = OpKind::Compute;
+  Stream stream = Stream::Compute;
+  Phase phase = Phase::Other;
+  MemCategory category = MemCategory::Buffers;
+  std::int32_t name = 0;
+  std::int32_t work = -1;
+  Bytes bytes = 0;
+  std::uint32_t dep_begin = 0, dep_count = 0;
+  Peer peer = Peer::Dp;
+  std::int32_t instance = -1;
+};
+
+struct Template {
+  std::vector<TemplateOp> ops;
+  std::vector<std::int32_t> deps;
+  // Kind and size of each collective instance, per peer.
+  std::vector<std::pair<CollectiveKind, Bytes>> instances[kNumPeers];
+};
+
+// Op names are interned once for the whole plan; works are shared by every stage.
+struct PlanTables {
+  std::vector<std::string>& names;
+  std::map<std::string, std::int32_t>& name_ids;
+  std::vector<Work>& works;
+  const std::int32_t* work_of;  // the Work of each layer-block WorkKind (by enum value)
+};
+
+// Appends ops to one stage's template. Dependencies given as -1 are dropped (an op that has no
+// predecessor yet). A compute op also waits for what the host blocked on since the previous
+// compute op (host_wait): a TP collective, a pipeline receive, a throttled gradient reduction.
+class Emitter {
+ public:
+  explicit Emitter(PlanTables tables) : tables_(tables) {}
+
+  std::int32_t add(TemplateOp op, const std::string& name, const std::vector<std::int32_t>& deps);
+  // An op priced by a Work of its own (the optimizer step, host copies, host and quantization
+  // kernels): appends the Work and the op. A copy's bytes are the Work's.
+  std::int32_t work_op(OpKind kind, Work work, Stream stream, Phase phase, const std::string& name,
+                       const std::vector<std::int32_t>& deps);
+  std::int32_t alloc(MemCategory c, Bytes bytes, const std::string& name,
+                     Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {});
+  std::int32_t free_op(MemCategory c, Bytes bytes, const std::string& name,
+                       Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {});
+  std::int32_t compute(WorkKind k, Phase phase, const std::string& name,
+                       std::vector<std::int32_t> deps = {});
+  std::int32_t collective(Peer peer, CollectiveKind k, Bytes bytes, Stream stream,
+                          const std::string& name, const std::vector<std::int32_t>& deps = {});
+
+  void host_wait(std::int32_t op) { host_waits_.push_back(op); }
+  // The waits not yet taken by a compute op (the optimizer step takes them itself).
+  std::vector<std::int32_t> take_host_waits() { return std::exchange(host_waits_, {}); }
+
+  Template take() { return std::move(t_); }
+
+ private:
+  std::int32_t intern(const std::string& n);
+
+  PlanTables tables_;
+  Template t_;
+  std::vector<std::int32_t> host_waits_;
+};
+
+}  // namespace zerosim::plan_detail
