@@ -4,18 +4,19 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "sim/core/error.h"
 #include "sim/report/plan_export.h"
-#include "sim/report/published.h"
+#include "sim/report/published_report.h"
 #include "sim/report/report.h"
-#include "sim/scenario/scenario.h"
+#include "sim/run/bench.h"
+#include "sim/scenario/keys.h"
 
 namespace zerosim::cli {
 namespace po = boost::program_options;
@@ -64,118 +65,53 @@ class PendingOutput {
   std::string tmp_;
 };
 
-// Numeric flags start unset (kUnset) so that an explicit 0 reaches the scenario checks.
-constexpr long long kUnset = -(1LL << 62);
-
-struct ScenarioFlags {
-  std::string scenario_file, model, cluster, deepspeed, calibration, precision, recompute,
-      framework;
-  long long nodes = kUnset, num_gpus = kUnset, zero = kUnset, tp = kUnset, pp = kUnset,
-            dp = kUnset, mbs = kUnset, gbs = kUnset, gas = kUnset;
-  std::vector<std::string> sets;
-  bool allow_oom = false;
+// The scenario's command line: the input files and every shortcut flag of the binding table
+// (sim/scenario/keys.cpp), merged by scenario_document().
+struct ScenarioArgs {
+  ScenarioInputs in;
+  std::vector<bool*> switches;  // per table flag that is a switch, in scenario_flags() order
+  std::unique_ptr<bool[]> switch_values;
 };
 
-po::options_description scenario_options(ScenarioFlags& f) {
+po::options_description scenario_options(ScenarioArgs& a) {
   po::options_description d("scenario");
+  const std::vector<BoundFlag> flags = scenario_flags();
+  a.switch_values = std::make_unique<bool[]>(flags.size());
+  for (std::size_t i = 0; i < flags.size(); ++i) {
+    const ScenarioFlag& f = *flags[i].flag;
+    if (f.is_switch) {
+      a.switch_values[i] = false;
+      d.add_options()(f.name.c_str(), po::bool_switch(&a.switch_values[i]), f.help.c_str());
+    } else {
+      d.add_options()(f.name.c_str(), po::value<std::string>(), f.help.c_str());
+    }
+  }
   d.add_options()
-      ("model", po::value(&f.model), "model preset, HF config.json path (sets model)")
-      ("cluster", po::value(&f.cluster), "cluster preset (sets cluster.preset)")
-      ("nodes", po::value(&f.nodes), "number of nodes (sets cluster.nodes)")
-      ("num-gpus", po::value(&f.num_gpus), "number of GPUs (sets cluster.num_gpus)")
-      ("zero", po::value(&f.zero), "ZeRO stage 0-3 (sets zero.stage)")
-      ("mbs", po::value(&f.mbs), "micro-batch size (sets training.micro_batch_size)")
-      ("gbs", po::value(&f.gbs), "global batch size (sets training.global_batch_size)")
-      ("gas", po::value(&f.gas), "gradient accumulation steps")
-      ("tp", po::value(&f.tp), "tensor-parallel degree (sets parallel.tp)")
-      ("pp", po::value(&f.pp), "pipeline-parallel degree (sets parallel.pp)")
-      ("dp", po::value(&f.dp), "data-parallel degree (sets parallel.dp; derived if absent)")
-      ("precision", po::value(&f.precision), "bf16 or fp16 (sets training.precision)")
-      ("recompute", po::value(&f.recompute), "none, selective or full (sets parallel.recompute)")
-      ("framework", po::value(&f.framework), "deepspeed, megatron, fsdp or nanotron")
-      ("deepspeed", po::value(&f.deepspeed), "a DeepSpeed ds_config.json to read")
-      ("calibration", po::value(&f.calibration),
+      ("deepspeed", po::value(&a.in.deepspeed_file), "a DeepSpeed ds_config.json to read")
+      ("calibration", po::value(&a.in.calibration_file),
        "a calibration.json from zerosim-validate bench (measured GEMM, HBM, Adam rates)")
-      ("set", po::value(&f.sets)->composing(), "KEY=VALUE for any scenario key (repeatable)")
-      ("allow-oom", po::bool_switch(&f.allow_oom), "simulate even if the step does not fit");
+      ("set", po::value(&a.in.sets)->composing(), "KEY=VALUE for any scenario key (repeatable)");
   return d;
 }
 
-json scenario_document(const ScenarioFlags& f) {
-  // Without a scenario file: the built-in default scenario when nothing names the workload;
-  // once --model, --cluster or --deepspeed does, the registry's defaults (data parallel only)
-  // under those flags, so that the flags describe the run instead of editing GPT-3's.
-  json doc;
-  if (!f.scenario_file.empty()) {
-    doc = read_json_file(f.scenario_file, "scenario");
-  } else if (f.model.empty() && f.cluster.empty() && f.deepspeed.empty()) {
-    doc = default_scenario_document();
-  } else {
-    doc = json::object();
-    for (const KeySpec& k : scenario_keys()) {
-      if (k.path == "cluster") doc["cluster"] = k.default_value;  // flags edit its fields
+// The flags the command line gave, as scenario_document() takes them.
+json scenario_document_of(ScenarioArgs& a, const po::variables_map& vm) {
+  const std::vector<BoundFlag> flags = scenario_flags();
+  for (std::size_t i = 0; i < flags.size(); ++i) {
+    const ScenarioFlag& f = *flags[i].flag;
+    if (f.is_switch) {
+      if (a.switch_values[i]) a.in.flags.emplace_back(f.name, "true");
+    } else if (vm.count(f.name)) {
+      a.in.flags.emplace_back(f.name, vm[f.name].as<std::string>());
     }
   }
-  if (!doc.is_object()) throw InputError("scenario", "a scenario must be a JSON object");
-  if (!f.deepspeed.empty()) {
-    apply_deepspeed_config(doc, read_json_file(f.deepspeed, "--deepspeed"), f.deepspeed);
-  }
-  auto set = [&](const std::string& key, const json& value) {
-    apply_setting(doc, key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()));
-  };
-  if (!f.model.empty()) doc["model"] = f.model;
-  if (!f.cluster.empty()) {
-    json& c = doc["cluster"];
-    if (!c.is_object()) c = json::object();
-    // A different preset does not inherit the old preset's overrides.
-    if (c.value("preset", std::string()) != f.cluster) {
-      json fresh = {{"preset", f.cluster}};
-      for (const char* k : {"nodes", "num_gpus"}) {
-        if (c.contains(k)) fresh[k] = c[k];
-      }
-      c = fresh;
-    }
-  }
-  if (f.nodes != kUnset) {
-    if (doc["cluster"].is_object()) doc["cluster"].erase("num_gpus");
-    set("cluster.nodes", f.nodes);
-  }
-  if (f.num_gpus != kUnset) {
-    if (doc["cluster"].is_object()) doc["cluster"].erase("nodes");
-    set("cluster.num_gpus", f.num_gpus);
-  }
-  if (f.zero != kUnset) set("zero.stage", f.zero);
-  // Batch flags win over the document's batch keys: the accumulation steps (then the global
-  // batch) that the flags did not give are dropped so that DeepSpeed's rule derives them anew.
-  if (!f.calibration.empty()) {
-    apply_calibration(doc, read_json_file(f.calibration, "--calibration"), f.calibration);
-  }
-  auto given = [](long long v) { return v != kUnset; };
-  if (given(f.mbs) || given(f.gbs) || given(f.gas)) {
-    json& t = doc["training"];
-    if (t.is_object()) {
-      if (!given(f.gas)) t.erase("gradient_accumulation_steps");
-      if (given(f.gas) && !given(f.gbs)) t.erase("global_batch_size");
-    }
-  }
-  if (given(f.mbs)) set("training.micro_batch_size", f.mbs);
-  if (given(f.gbs)) set("training.global_batch_size", f.gbs);
-  if (given(f.gas)) set("training.gradient_accumulation_steps", f.gas);
-  if (given(f.tp)) set("parallel.tp", f.tp);
-  if (given(f.pp)) set("parallel.pp", f.pp);
-  if (given(f.dp)) set("parallel.dp", f.dp);
-  if (!f.precision.empty()) set("training.precision", f.precision);
-  if (!f.recompute.empty()) set("parallel.recompute", f.recompute);
-  if (!f.framework.empty()) set("parallel.framework", f.framework);
-  if (f.allow_oom) set("sim.allow_oom", true);
-  for (const auto& s : f.sets) apply_setting(doc, s);
-  return doc;
+  return scenario_document(a.in);
 }
 
 }  // namespace
 
 int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
-  ScenarioFlags f;
+  ScenarioArgs f;
   std::string json_out, trace_out;
   bool fingerprint = false, help = false;
   po::options_description out("output");
@@ -187,17 +123,17 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
   }
   po::options_description all;
   all.add(scenario_options(f)).add(out);
-  all.add_options()("scenario", po::value(&f.scenario_file), "scenario JSON file");
+  all.add_options()("scenario", po::value(&f.in.scenario_file), "scenario JSON file");
   po::positional_options_description pos;
   pos.add("scenario", 1);
-  parse(args, all, pos);
+  const po::variables_map vm = parse(args, all, pos);
   if (help) {
     std::cout << "usage: zerosim " << (memory_only ? "memory" : "simulate")
               << " [SCENARIO.json] [flags]\n\n"
               << all;
     return 0;
   }
-  Scenario s = resolve_scenario(scenario_document(f));
+  Scenario s = resolve_scenario(scenario_document_of(f, vm));
   if (memory_only) {
     StepReport rep = memory_report(s);
     PendingOutput json_file(json_out.empty() ? "" : json_out);
@@ -233,7 +169,7 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
 }
 
 int cmd_plan(const std::vector<std::string>& args) {
-  ScenarioFlags f;
+  ScenarioArgs f;
   std::string out_file;
   int rank = -1;
   bool help = false;
@@ -242,17 +178,17 @@ int cmd_plan(const std::vector<std::string>& args) {
   all.add_options()("rank", po::value(&rank), "export only this rank (default: every rank)")(
       "out", po::value(&out_file), "write the plan JSON to FILE (- = stdout)")(
       "help,h", po::bool_switch(&help), "this help")(
-      "scenario", po::value(&f.scenario_file), "scenario JSON file");
+      "scenario", po::value(&f.in.scenario_file), "scenario JSON file");
   po::positional_options_description pos;
   pos.add("scenario", 1);
-  parse(args, all, pos);
+  const po::variables_map vm = parse(args, all, pos);
   if (help) {
     std::cout << "usage: zerosim plan [SCENARIO.json] [flags] [--rank R] --out FILE\n\n" << all;
     return 0;
   }
   if (out_file.empty()) throw InputError("--out", "required: the file to write (- = stdout)");
   if (rank < -1) throw InputError("--rank", "must be 0 or more");
-  json doc = scenario_document(f);
+  json doc = scenario_document_of(f, vm);
   // validate/ replays every rank on hardware, so the plan is unfolded unless asked otherwise.
   if (!doc.contains("sim") || !doc["sim"].is_object() || !doc["sim"].contains("ranks")) {
     doc["sim"]["ranks"] = "all";
@@ -333,34 +269,14 @@ int cmd_list(const std::vector<std::string>& args) {
 
 int cmd_bench(const std::vector<std::string>& args) {
   if (!args.empty()) throw InputError("bench", "takes no arguments");
-  // One scenario at growing data-parallel degree: Llama-2-7B, ZeRO-3, 2 micro-batches per GPU,
-  // dgx-h100 nodes, every rank simulated (sim.ranks=all) so that the engine's speed shows; the
-  // folded run of the same scenario simulates one replica. Wall time covers plan building, the
-  // engine and the report. The analytical network, so that the engine's cost is what is timed
-  // (the flow network has its own bench, flow_bench).
   std::printf("%-6s %-7s %12s %10s %14s %12s %10s\n", "dp", "ranks", "events", "wall_s",
               "events/s", "step_s", "folded_s");
-  for (int dp : {8, 64, 512, 4096}) {
-    json doc = {{"model", "llama2-7b"},
-                {"cluster", {{"preset", "dgx-h100"}, {"nodes", dp / 8}}},
-                {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2}}},
-                {"zero", {{"stage", 3}}},
-                {"sim", {{"ranks", "all"}, {"network", "analytical"}}}};
-    auto timed = [](const json& d, Simulation& out) {
-      Scenario s = resolve_scenario(d);
-      auto t0 = std::chrono::steady_clock::now();
-      out = simulate_step(s);
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    Simulation sim, folded;
-    const double wall = timed(doc, sim);
-    doc["sim"]["ranks"] = "folded";
-    const double wall_folded = timed(doc, folded);
-    std::printf("%-6d %-7d %12llu %10.3f %14.0f %12.4f %10.4f\n", dp, dp,
-                static_cast<unsigned long long>(sim.report.events), wall,
-                sim.report.events / wall, sim.report.step_time_s, wall_folded);
+  run_engine_bench([](const BenchRow& r) {
+    std::printf("%-6d %-7d %12llu %10.3f %14.0f %12.4f %10.4f\n", r.dp, r.ranks,
+                static_cast<unsigned long long>(r.events), r.wall_s, r.events / r.wall_s,
+                r.step_s, r.folded_wall_s);
     std::fflush(stdout);
-  }
+  });
   return 0;
 }
 

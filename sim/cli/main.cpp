@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "sim/cli/commands.h"
-#include "sim/collective/collective_command.h"
+#include "sim/cli/collective_command.h"
 #include "sim/core/error.h"
-#include "sim/explore/explore_commands.h"
+#include "sim/cli/explore_commands.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
     if (command == "list") return zerosim::cli::cmd_list(args);
     if (command == "plan") return zerosim::cli::cmd_plan(args);
-    if (command == "collective") return zerosim::run_collective_command(args);
+    if (command == "collective") return zerosim::cli::run_collective_command(args);
     if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
     if (command == "bench") return zerosim::cli::cmd_bench(args);
     if (command == "sweep") return zerosim::cli::cmd_sweep(args);

@@ -8,7 +8,7 @@
 #include <variant>
 
 #include "sim/core/error.h"
-#include "sim/core/quantity.h"
+#include "sim/input/quantity.h"
 
 // Defined in the source that sim/cluster/CMakeLists.txt generates from topologies/*.json.
 namespace zerosim::embedded {

@@ -11,7 +11,7 @@
 #include "sim/cluster/cluster.h"
 #include "sim/collective/nccl_model.h"
 #include "sim/core/error.h"
-#include "sim/core/quantity.h"
+#include "sim/input/quantity.h"
 
 namespace zerosim::nccl {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 
 namespace zerosim::explore {
 

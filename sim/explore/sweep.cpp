@@ -4,7 +4,7 @@
 
 #include "sim/core/error.h"
 #include "sim/explore/pool.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::explore {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
-#include "sim/core/json_input.h"
+#include "sim/input/json_input.h"
 #include "sim/model/model.h"
 
 namespace zerosim {

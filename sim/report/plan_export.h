@@ -15,7 +15,7 @@
 //        "predicted_start_s", "predicted_duration_s" }]}] }
 #include <nlohmann/json.hpp>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 
 namespace zerosim {
 

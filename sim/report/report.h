@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 
 namespace zerosim {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "sim/core/error.h"
-#include "sim/scenario/scenario.h"
+#include "sim/scenario/keys.h"
 
 namespace zerosim {
 namespace {
@@ -31,18 +31,15 @@ void apply_calibration(json& doc, const json& cal, const std::string& origin) {
   }
   // The cluster and precision the rates are turned into fractions of.
   json cluster_doc = doc.contains("cluster") ? doc["cluster"] : json();
-  if (cluster_doc.is_null()) {
-    for (const KeySpec& k : scenario_keys()) {
-      if (k.path == "cluster") cluster_doc = k.default_value;
-    }
-  }
+  if (cluster_doc.is_null()) cluster_doc = find_key("cluster")->default_value;
   const ClusterSpec cluster = cluster_from_json(cluster_doc, "cluster");
-  std::string precision = "bf16";
+  std::string precision = find_key("training.precision")->default_value.get<std::string>();
   if (doc.contains("training") && doc["training"].is_object() &&
       doc["training"].contains("precision") && doc["training"]["precision"].is_string()) {
     precision = doc["training"]["precision"].get<std::string>();
   }
-  const double peak = cluster.gpu.peak_tflops(precision == "fp16" ? Precision::Fp16 : Precision::Bf16);
+  const double peak = cluster.gpu.peak_tflops(
+      value_of(kTrainingPrecisionNames, precision).value_or(Precision::Bf16));
   // Unknown keys are accepted: later versions of the format add keys, never rename them.
   if (cal.contains("gemm")) {
     const json& gemms = cal["gemm"];

@@ -2,7 +2,7 @@
 #include <set>
 
 #include "sim/core/error.h"
-#include "sim/scenario/scenario.h"
+#include "sim/scenario/keys.h"
 
 namespace zerosim {
 namespace {
@@ -26,16 +26,39 @@ const std::vector<std::string>& ignored_top_level() {
   return keys;
 }
 
-// zero_optimization keys read into the scenario (same names under zero.).
-const std::vector<std::string>& zero_read_keys() {
-  static const std::vector<std::string> keys = {
-      "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
-      "contiguous_gradients", "reduce_scatter", "use_multi_rank_bucket_allreduce",
-      "stage3_prefetch_bucket_size",
-      "stage3_max_live_parameters", "stage3_max_reuse_distance",
-      "stage3_param_persistence_threshold", "zero_hpz_partition_size", "zero_quantized_weights",
-      "zero_quantized_gradients", "mics_shard_size"};
-  return keys;
+// The ds_config keys the binding table maps (KeySpec::deepspeed), split at their first dot:
+// top-level keys (the batch keys), zero_optimization keys, and zero_optimization sections whose
+// "device" is read (offload_optimizer, offload_param).
+struct DeepSpeedKey {
+  std::string name;      // "train_batch_size", "stage", "offload_param"
+  const KeySpec* key;
+};
+std::vector<DeepSpeedKey> table_keys(bool in_zero, bool sections) {
+  const std::string zero = "zero_optimization.";
+  std::vector<DeepSpeedKey> out;
+  for (const KeySpec& k : scenario_keys()) {
+    if (k.deepspeed.empty()) continue;
+    const bool zero_key = k.deepspeed.rfind(zero, 0) == 0;
+    if (zero_key != in_zero) continue;
+    std::string name = zero_key ? k.deepspeed.substr(zero.size()) : k.deepspeed;
+    const std::size_t dot = name.find('.');
+    if ((dot != std::string::npos) != sections) continue;
+    out.push_back({name.substr(0, dot), &k});
+  }
+  return out;
+}
+
+// Sets `path` ("zero.offload_param.device") in the document.
+void set_path(json& doc, const std::string& path, const json& value) {
+  json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    node = &(*node)[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  *node = value;
 }
 
 // zero_optimization keys DeepSpeed knows that do not change what is simulated.
@@ -74,7 +97,7 @@ int precision_flag(const json& section, const std::string& path) {
   return it->get<bool>() ? 1 : 0;
 }
 
-void read_offload(const json& section, const std::string& path, json& doc, const char* target) {
+void read_offload(const json& section, const std::string& path, json& doc, const std::string& target) {
   if (!section.is_object()) {
     throw InputError(path, std::string("expected an object, got ") + section.type_name());
   }
@@ -98,7 +121,7 @@ void read_offload(const json& section, const std::string& path, json& doc, const
   auto dev = section.find("device");
   if (dev == section.end()) return;
   if (!dev->is_string()) throw InputError(path + ".device", "expected \"none\", \"cpu\" or \"nvme\"");
-  doc["zero"][target]["device"] = dev->get<std::string>();
+  set_path(doc, target, dev->get<std::string>());
 }
 
 }  // namespace
@@ -106,9 +129,10 @@ void read_offload(const json& section, const std::string& path, json& doc, const
 void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin) {
   const std::string root = "deepspeed(" + origin + ")";
   if (!ds.is_object()) throw InputError(root, "a DeepSpeed config must be a JSON object");
-  std::vector<std::string> known = {"train_batch_size", "train_micro_batch_size_per_gpu",
-                                    "gradient_accumulation_steps", "fp16", "bf16", "bfloat16",
-                                    "zero_optimization"};
+  const std::vector<DeepSpeedKey> batch_keys = table_keys(false, false);
+  std::vector<std::string> known;
+  for (const auto& b : batch_keys) known.push_back(b.name);
+  for (const char* k : {"fp16", "bf16", "bfloat16", "zero_optimization"}) known.push_back(k);
   for (const auto& k : ignored_top_level()) known.push_back(k);
   for (auto it = ds.begin(); it != ds.end(); ++it) {
     if (!contains(known, it.key())) {
@@ -119,27 +143,21 @@ void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin
   // Batch keys the config gives replace the document's; the document's others are dropped so
   // that DeepSpeed's rule derives them from the config's.
   bool gives_batch = false;
-  for (const char* k : {"train_batch_size", "train_micro_batch_size_per_gpu",
-                        "gradient_accumulation_steps"}) {
-    if (ds.contains(k) && !is_auto(ds[k])) gives_batch = true;
+  for (const auto& b : batch_keys) {
+    if (ds.contains(b.name) && !is_auto(ds[b.name])) gives_batch = true;
   }
   if (gives_batch && doc.contains("training") && doc["training"].is_object()) {
-    for (const char* k : {"global_batch_size", "micro_batch_size", "gradient_accumulation_steps"}) {
-      doc["training"].erase(k);
-    }
+    for (const auto& b : batch_keys) doc["training"].erase(b.key->path.substr(b.key->path.find('.') + 1));
   }
-  auto batch = [&](const char* ds_key, const char* key) {
-    auto it = ds.find(ds_key);
-    if (it == ds.end() || is_auto(*it)) return;
+  for (const auto& b : batch_keys) {
+    auto it = ds.find(b.name);
+    if (it == ds.end() || is_auto(*it)) continue;
     if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
-      throw InputError(key_join(root, ds_key), "expected a positive integer or \"auto\", got " +
+      throw InputError(key_join(root, b.name), "expected a positive integer or \"auto\", got " +
                                                    it->dump());
     }
-    doc["training"][key] = *it;
-  };
-  batch("train_batch_size", "global_batch_size");
-  batch("train_micro_batch_size_per_gpu", "micro_batch_size");
-  batch("gradient_accumulation_steps", "gradient_accumulation_steps");
+    set_path(doc, b.key->path, *it);
+  }
 
   int fp16 = ds.contains("fp16") ? precision_flag(ds["fp16"], key_join(root, "fp16")) : -1;
   const char* bf16_key = ds.contains("bf16") ? "bf16" : "bfloat16";
@@ -154,20 +172,24 @@ void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin
   if (zit == ds.end()) return;
   const std::string zroot = key_join(root, "zero_optimization");
   if (!zit->is_object()) throw InputError(zroot, "expected an object");
-  std::vector<std::string> zknown = zero_read_keys();
+  const std::vector<DeepSpeedKey> zero_keys = table_keys(true, false);
+  const std::vector<DeepSpeedKey> sections = table_keys(true, true);
+  std::vector<std::string> zknown;
+  for (const auto& z : zero_keys) zknown.push_back(z.name);
   for (const auto& k : zero_ignored_keys()) zknown.push_back(k);
-  zknown.push_back("offload_optimizer");
-  zknown.push_back("offload_param");
+  for (const auto& z : sections) zknown.push_back(z.name);
   for (auto it = zit->begin(); it != zit->end(); ++it) {
     const std::string& key = it.key();
     if (!contains(zknown, key)) {
       throw InputError(key_join(zroot, key),
                        "unknown zero_optimization key" + did_you_mean(key, zknown));
     }
-    if (key == "offload_optimizer" || key == "offload_param") {
-      if (!it->is_null()) read_offload(*it, key_join(zroot, key), doc, key.c_str());
-    } else if (contains(zero_read_keys(), key)) {
-      doc["zero"][key] = *it;  // "auto" kept: resolved from the model when the scenario resolves
+    for (const auto& z : sections) {
+      if (z.name == key && !it->is_null()) read_offload(*it, key_join(zroot, key), doc, z.key->path);
+    }
+    for (const auto& z : zero_keys) {
+      // "auto" kept: resolved from the model when the scenario resolves.
+      if (z.name == key) set_path(doc, z.key->path, *it);
     }
   }
 }

@@ -1,17 +1,23 @@
 #pragma once
 // A scenario: what to simulate. One JSON document with the sections model, cluster, training,
-// parallel, zero and sim; every key is declared once in a registry (type, default, allowed
-// values, help) that drives the JSON reader, the --set flags and `zerosim list keys`.
+// parallel, zero, sim and whatif. Every key is declared once, in the binding table of keys.cpp
+// (keys.h): its type, unit, default, help, where it lands in Scenario, its enum names, its
+// command-line shortcut, its DeepSpeed config key and its published-case key. That table drives
+// the JSON reader, the resolved echo, --set, the CLI flags, the ds_config mapping, the case format
+// and `zerosim list keys`.
 //
 // Resolution order: built-in defaults <- scenario file <- --deepspeed config <- command-line
-// flags. The resolved document (defaults included) is echoed in the report so a run reproduces.
+// flags (document.cpp). The resolved document (defaults included) is echoed in the report so a
+// run reproduces.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/cluster/cluster.h"
+#include "sim/core/enum_names.h"
 #include "sim/model/model.h"
 
 namespace zerosim {
@@ -22,6 +28,24 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+
+inline constexpr EnumName<Framework> kFrameworkNames[] = {
+    {Framework::DeepSpeed, "deepspeed"}, {Framework::Megatron, "megatron"},
+    {Framework::Fsdp, "fsdp"}, {Framework::Nanotron, "nanotron"}};
+inline constexpr EnumName<NetworkModel> kNetworkModelNames[] = {
+    {NetworkModel::Analytical, "analytical"}, {NetworkModel::Flow, "flow"},
+    {NetworkModel::AlphaBeta, "alpha-beta"}};
+inline constexpr EnumName<OffloadDevice> kOffloadDeviceNames[] = {
+    {OffloadDevice::None, "none"}, {OffloadDevice::Cpu, "cpu"}, {OffloadDevice::Nvme, "nvme"}};
+inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
+    {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
+    {PipelineSchedule::Interleaved, "interleaved"}};
+// The 16-bit precisions a step can train in.
+inline constexpr EnumName<Precision> kTrainingPrecisionNames[] = {{Precision::Bf16, "bf16"},
+                                                                  {Precision::Fp16, "fp16"}};
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
+
 std::string to_string(Framework f);
 
 struct TrainingConfig {
@@ -92,6 +116,11 @@ struct WhatIf {
   double background_load = 1.0;
 };
 
+inline constexpr EnumName<WhatIf::Placement> kPlacementNames[] = {
+    {WhatIf::Placement::Interleaved, "interleaved"}, {WhatIf::Placement::After, "after"}};
+inline constexpr EnumName<WhatIf::Pattern> kPatternNames[] = {
+    {WhatIf::Pattern::Ring, "ring"}, {WhatIf::Pattern::AllToAll, "all-to-all"}};
+
 struct Scenario {
   ModelSpec model;
   ClusterSpec cluster;
@@ -106,16 +135,6 @@ struct Scenario {
   std::int64_t tokens_per_step() const { return training.global_batch_size * model.seq_length; }
 };
 
-// One declared key of the registry.
-struct KeySpec {
-  std::string path;                  // "zero.reduce_bucket_size"
-  std::string type;                  // "int", "bool", "enum", "count", "object"
-  nlohmann::json default_value;      // null when derived from other keys
-  std::vector<std::string> allowed;  // enum values
-  std::string help;
-};
-const std::vector<KeySpec>& scenario_keys();
-
 // The built-in default scenario of `zerosim simulate` with no inputs.
 nlohmann::json default_scenario_document();
 
@@ -127,7 +146,7 @@ void apply_setting(nlohmann::json& doc, const std::string& assignment);
 
 // Merges a DeepSpeed config into the document as DeepSpeed reads it (batch keys with DeepSpeed's
 // rule for the missing one, fp16/bf16, zero_optimization, "auto" values resolved as the Hugging
-// Face integration does). `model_hint` gives hidden_size for the "auto" bucket sizes.
+// Face integration does).
 void apply_deepspeed_config(nlohmann::json& doc, const nlohmann::json& ds_config,
                             const std::string& origin);
 
@@ -136,6 +155,22 @@ void apply_deepspeed_config(nlohmann::json& doc, const nlohmann::json& ds_config
 // rate as cluster.gpu.hbm_efficiency, the Adam kernel as sim.adam_params_per_s.
 void apply_calibration(nlohmann::json& doc, const nlohmann::json& calibration,
                        const std::string& origin);
+
+// Everything a command line says about the scenario, merged by scenario_document() in the
+// resolution order above.
+struct ScenarioInputs {
+  std::string scenario_file, deepspeed_file, calibration_file;
+  // Shortcut flags as given (flag name without dashes, value), e.g. {"zero", "3"}; the flags
+  // are declared in the binding table (scenario_flags()).
+  std::vector<std::pair<std::string, std::string>> flags;
+  std::vector<std::string> sets;  // --set KEY=VALUE, applied last, in order
+};
+nlohmann::json scenario_document(const ScenarioInputs& in);
+
+// The scenario document of one case of a "zerosim-published-cases/1" file; InputError naming
+// "<key_path>.<key>" for a malformed case. Published runs did fit, so the document asks to
+// simulate even where the memory model disagrees (sim.allow_oom).
+nlohmann::json case_scenario(const nlohmann::json& c, const std::string& key_path);
 
 // Checks every key and every cross-key constraint; throws InputError naming the key path.
 Scenario resolve_scenario(const nlohmann::json& doc);

@@ -16,7 +16,7 @@
 #include "sim/collective/nccl_plan.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/parallel/training_plan.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 #include "tests/parallel/common.h"
 

@@ -23,7 +23,7 @@
 #include "sim/collective/flow_backend.h"
 #include "sim/collective/nccl_plan.h"
 #include "sim/core/error.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 #include "tests/parallel/common.h"
 

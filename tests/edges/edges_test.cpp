@@ -31,10 +31,10 @@
 #include "sim/cluster/topology.h"
 #include "sim/core/engine.h"
 #include "sim/core/error.h"
-#include "sim/core/json_input.h"
+#include "sim/input/json_input.h"
 #include "sim/core/units.h"
-#include "sim/report/published.h"
-#include "sim/report/simulate.h"
+#include "sim/run/published.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 #if defined(ZEROSIM_RUN_KNOWN_BUGS) && ZEROSIM_RUN_KNOWN_BUGS
@@ -690,7 +690,7 @@ TEST(edgesTypes, PublishedCaseSourceMustBeAString) {
 // 100 MB scenario files: one 100 MB string in an accepted key (cluster.description), 100 MB of
 // whitespace, and 100 MB of citations (cluster.sources with 5 million keys). Parsing them took
 // 6.5-45 s and up to 2.4 GB; every JSON input is now refused above 16 MiB before it is parsed
-// (sim/core/json_input.h), with one exit-2 line naming the file and the limit.
+// (sim/input/json_input.h), with one exit-2 line naming the file and the limit.
 TEST(edgesLarge, HundredMegabyteInputsAreBounded) {
   Workdir w;
   const std::string big(100'000'000, 'x');
@@ -813,7 +813,7 @@ TEST(edgesLarge, TenMegabyteInputIsFast) {
 }
 
 // Nesting one million arrays deep (2 MB) where a number is expected: a million nested brackets are refused before parsing (recursing through them would overflow
-// the stack); the one-line error names the file (sim/core/json_input.h).
+// the stack); the one-line error names the file (sim/input/json_input.h).
 TEST(edgesLarge, DeeplyNestedValuesDoNotOverflowTheStack) {
   Workdir w;
   const int n = 1'000'000;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::fingerprints {

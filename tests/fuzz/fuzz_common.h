@@ -21,7 +21,7 @@
 #include <string>
 
 #include "sim/core/error.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::fuzz {

@@ -20,7 +20,7 @@
 #include "sim/core/error.h"
 #include "sim/memory/memory_constants.h"
 #include "sim/net/flow_network.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim {

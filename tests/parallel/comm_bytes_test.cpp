@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
 
 namespace zerosim {

@@ -17,7 +17,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
 
 namespace zerosim {

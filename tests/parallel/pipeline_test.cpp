@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim {

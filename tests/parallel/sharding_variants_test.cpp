@@ -15,7 +15,7 @@
 #include <string>
 
 #include "sim/core/error.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
 
 namespace zerosim {

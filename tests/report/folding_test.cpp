@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "sim/memory/memory_constants.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 #include "tests/parallel/common.h"
 

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim {

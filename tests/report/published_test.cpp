@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/report/published.h"
+#include "sim/run/published.h"
 
 namespace zerosim {
 namespace {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/core/error.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 
 namespace zerosim {
 namespace {

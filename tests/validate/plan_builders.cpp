@@ -1,7 +1,7 @@
 #include "tests/validate/plan_builders.h"
 
 #include "sim/report/plan_export.h"
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::validate::test {
@@ -20,9 +20,7 @@ nlohmann::json tiny_scenario(const nlohmann::json& patch) {
 nlohmann::json simulated_plan(const nlohmann::json& scenario) {
   nlohmann::json doc = scenario;
   // Hardware runs every rank: unfold the plan where the simulator folds symmetric replicas.
-  for (const KeySpec& k : scenario_keys()) {
-    if (k.path == "sim.ranks") doc["sim"]["ranks"] = "all";
-  }
+  doc["sim"]["ranks"] = "all";
   const Scenario s = resolve_scenario(doc);
   const Simulation sim = simulate_step(s);
   return export_plan(s, sim, -1);

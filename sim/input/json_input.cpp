@@ -1,4 +1,4 @@
-#include "sim/core/json_input.h"
+#include "sim/input/json_input.h"
 
 #include <fstream>
 

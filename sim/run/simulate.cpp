@@ -1,4 +1,4 @@
-#include "sim/report/simulate.h"
+#include "sim/run/simulate.h"
 
 #include <algorithm>
 #include <queue>

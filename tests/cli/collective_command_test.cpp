@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/collective/collective_command.h"
+#include "sim/cli/collective_command.h"
 #include "sim/core/error.h"
 
-namespace zerosim {
+namespace zerosim::cli {
 namespace {
 
 using nlohmann::json;
@@ -113,4 +113,4 @@ TEST(collectiveCommand, HelpExitsZero) {
 }
 
 }  // namespace
-}  // namespace zerosim
+}  // namespace zerosim::cli

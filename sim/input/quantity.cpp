@@ -1,4 +1,4 @@
-#include "sim/core/quantity.h"
+#include "sim/input/quantity.h"
 
 #include <cctype>
 #include <cmath>

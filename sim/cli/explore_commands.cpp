@@ -1,4 +1,4 @@
-#include "sim/explore/explore_commands.h"
+#include "sim/cli/explore_commands.h"
 
 #include "sim/cli/parse_args.h"
 

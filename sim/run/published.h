@@ -30,16 +30,9 @@ struct PublishedSummary {
 // The cases bundled with zerosim (validate/cases/*.json, compiled in).
 nlohmann::json bundled_cases();
 
-// Scenario document of one case; throws InputError naming "cases[i].key" for malformed cases.
-nlohmann::json case_scenario(const nlohmann::json& c, const std::string& key_path);
-
 // `settings` ("key=value", as --set) apply to every case, e.g. sim.network=analytical. The cases
 // run on `jobs` threads (0 = one per hardware thread); the summary does not depend on it.
 PublishedSummary validate_published(const nlohmann::json& cases_doc,
                                     const std::vector<std::string>& settings = {}, int jobs = 0);
-
-nlohmann::json published_json(const PublishedSummary& s);
-std::string published_text(const PublishedSummary& s);
-std::string published_markdown(const PublishedSummary& s);
 
 }  // namespace zerosim

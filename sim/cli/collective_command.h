@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-namespace zerosim {
+namespace zerosim::cli {
 
 int run_collective_command(const std::vector<std::string>& args);
 
-}  // namespace zerosim
+}  // namespace zerosim::cli

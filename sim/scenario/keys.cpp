@@ -1,0 +1,510 @@
+// The binding table of scenario keys (keys.h). One entry per key; adding a key is adding an
+// entry here (and, if it constrains other keys, a rule in resolve.cpp).
+#include "sim/scenario/keys.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <type_traits>
+
+#include "sim/core/error.h"
+#include "sim/input/quantity.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- value readers: one per key type, each naming the key path in its errors -----------------
+
+std::int64_t read_integer(const json& v, const std::string& path, std::int64_t min,
+                          std::int64_t max) {
+  double d;
+  if (v.is_number_integer()) {
+    d = static_cast<double>(v.get<std::int64_t>());
+  } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+             v.get<double>() == std::floor(v.get<double>())) {
+    d = v.get<double>();
+  } else {
+    throw InputError(path, "expected an integer, got " + v.dump());
+  }
+  if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    throw InputError(path, "must be between " + std::to_string(min) + " and " +
+                               std::to_string(max) + ", got " + v.dump());
+  }
+  return static_cast<std::int64_t>(d);
+}
+
+// Element counts take units ("50M") and, where the Hugging Face DeepSpeed integration defines
+// it, "auto" (computed with int(), which truncates).
+using AutoValue = double (*)(const Scenario&);
+std::int64_t read_count(const json& v, const std::string& path, AutoValue auto_value,
+                        const Scenario& s) {
+  if (v.is_string() && v.get<std::string>() == "auto") {
+    if (!auto_value) {
+      throw InputError(path, "\"auto\" is not defined for this key; give a number of elements");
+    }
+    return static_cast<std::int64_t>(auto_value(s));
+  }
+  const double d = parse_quantity(v, Dimension::Count, path);
+  if (d < 0 || d > 1e15 || d != std::floor(d)) {
+    throw InputError(path, "must be a whole number of elements between 0 and 1e15, got " +
+                               v.dump());
+  }
+  return static_cast<std::int64_t>(d);
+}
+
+double read_number(const json& v, const std::string& path, double min, double max) {
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    throw InputError(path, "expected a number, got " + v.dump());
+  }
+  const double d = v.get<double>();
+  if (d < min || d > max) {
+    throw InputError(path, "must be between " + std::to_string(min) + " and " +
+                               std::to_string(max) + ", got " + v.dump());
+  }
+  return d;
+}
+
+bool read_bool(const json& v, const std::string& path) {
+  if (!v.is_boolean()) throw InputError(path, "expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+// A list of non-negative integers below `limit`: a JSON array, or a comma-separated string from
+// --set; sorted, duplicates dropped.
+std::vector<int> read_ranks(const json& v, const std::string& path, int limit) {
+  std::vector<int> out;
+  auto add = [&](double d) {
+    if (!(d >= 0 && d < limit && d == std::floor(d))) {
+      throw InputError(path, "each entry must be an integer from 0 to " +
+                                 std::to_string(limit - 1) + ", got " + json(d).dump());
+    }
+    out.push_back(static_cast<int>(d));
+  };
+  if (v.is_array()) {
+    for (const json& e : v) {
+      if (!e.is_number()) throw InputError(path, "expected integers, got " + e.dump());
+      add(e.get<double>());
+    }
+  } else if (v.is_number()) {
+    add(v.get<double>());
+  } else if (v.is_string()) {
+    std::stringstream in(v.get<std::string>());
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      char* end = nullptr;
+      double d = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0') {
+        throw InputError(path, "expected integers separated by commas, got " + v.dump());
+      }
+      add(d);
+    }
+  } else {
+    throw InputError(path, "expected a list of integers, got " + v.dump());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+template <class E>
+E read_choice(const json& v, const std::string& path, std::span<const EnumName<E>> names) {
+  const std::vector<std::string> allowed = names_of(names);
+  if (!v.is_string()) {
+    throw InputError(path, "expected one of " + join_list(allowed) + ", got " + v.dump());
+  }
+  const std::string s = v.get<std::string>();
+  if (auto e = value_of(names, s)) return *e;
+  throw InputError(path, "unknown value '" + s + "'" + did_you_mean(s, allowed) +
+                             "; allowed: " + join_list(allowed));
+}
+
+// ---- entries: a factory per key type binds the key to its Scenario field ----------------------
+
+// Where a key lands in the Scenario, for reading and for the echo.
+#define FIELD(member) [](auto& s) -> auto& { return s.member; }
+
+template <class Get>
+using FieldType = std::remove_reference_t<decltype(std::declval<Get>()(std::declval<Scenario&>()))>;
+
+KeySpec entry(std::string path, std::string type, json def, std::string help) {
+  KeySpec k;
+  k.path = std::move(path);
+  k.type = std::move(type);
+  k.default_value = std::move(def);
+  k.help = std::move(help);
+  return k;
+}
+
+template <class Get>
+KeySpec int_key(std::string path, json def, std::int64_t min, std::int64_t max, std::string help,
+                Get get) {
+  KeySpec k = entry(std::move(path), "int", std::move(def), std::move(help));
+  k.read = [get, min, max, p = k.path](const json& v, Scenario& s) {
+    get(s) = static_cast<FieldType<Get>>(read_integer(v, p, min, max));
+  };
+  k.echo = [get](const Scenario& s) { return json(get(s)); };
+  return k;
+}
+
+template <class Get>
+KeySpec count_key(std::string path, json def, std::string help, Get get,
+                  AutoValue auto_value = nullptr) {
+  KeySpec k = entry(std::move(path), "count", std::move(def), std::move(help));
+  k.unit = "elements";
+  k.read = [get, auto_value, p = k.path](const json& v, Scenario& s) {
+    get(s) = read_count(v, p, auto_value, s);
+  };
+  k.echo = [get](const Scenario& s) { return json(get(s)); };
+  return k;
+}
+
+template <class Get>
+KeySpec bool_key(std::string path, json def, std::string help, Get get) {
+  KeySpec k = entry(std::move(path), "bool", std::move(def), std::move(help));
+  k.read = [get, p = k.path](const json& v, Scenario& s) { get(s) = read_bool(v, p); };
+  k.echo = [get](const Scenario& s) { return json(get(s)); };
+  return k;
+}
+
+template <class Get>
+KeySpec number_key(std::string path, json def, double min, double max, std::string help,
+                   Get get) {
+  KeySpec k = entry(std::move(path), "number", std::move(def), std::move(help));
+  k.read = [get, min, max, p = k.path](const json& v, Scenario& s) {
+    get(s) = read_number(v, p, min, max);
+  };
+  k.echo = [get](const Scenario& s) { return json(get(s)); };
+  return k;
+}
+
+template <class E, std::size_t N, class Get>
+KeySpec enum_key(std::string path, json def, const EnumName<E> (&names)[N], std::string help,
+                 Get get) {
+  KeySpec k = entry(std::move(path), "enum", std::move(def), std::move(help));
+  const std::span<const EnumName<E>> table(names);
+  k.allowed = names_of(table);
+  k.read = [get, table, p = k.path](const json& v, Scenario& s) {
+    get(s) = read_choice(v, p, table);
+  };
+  k.echo = [get, table](const Scenario& s) { return json(name_of<E>(table, get(s))); };
+  return k;
+}
+
+using RankLimit = int (*)(const Scenario&);
+template <class Get>
+KeySpec ranks_key(std::string path, std::string help, Get get, RankLimit limit) {
+  KeySpec k = entry(std::move(path), "ranks", json::array(), std::move(help));
+  k.read = [get, limit, p = k.path](const json& v, Scenario& s) {
+    get(s) = read_ranks(v, p, limit(s));
+  };
+  k.echo = [get](const Scenario& s) { return json(get(s)); };
+  return k;
+}
+
+// Keys whose values are names for a flag.
+inline constexpr EnumName<bool> kStage3ImplementationNames[] = {{false, "coalesced"},
+                                                                 {true, "per-parameter"}};
+inline constexpr EnumName<bool> kGranularityNames[] = {{true, "layer"}};
+inline constexpr EnumName<bool> kRanksNames[] = {{true, "folded"}, {false, "all"}};
+
+constexpr std::int64_t kMaxDegree = 1 << 24;
+constexpr std::int64_t kMaxBatch = std::int64_t{1} << 40;
+
+double hidden_squared(const Scenario& s) {
+  const double h = static_cast<double>(s.model.hidden_size);
+  return h * h;
+}
+double prefetch_auto(const Scenario& s) { return 0.9 * hidden_squared(s); }
+double persistence_auto(const Scenario& s) { return 10 * static_cast<double>(s.model.hidden_size); }
+
+void add_model_and_cluster(std::vector<KeySpec>& t) {
+  KeySpec model = entry("model", "object", "llama2-7b",
+                        "a preset name (zerosim list models), a path to a Hugging Face "
+                        "config.json, or an object with the case-format keys");
+  model.read = [](const json& v, Scenario& s) { s.model = model_from_json(v, "model"); };
+  model.echo = [](const Scenario& s) { return model_to_json(s.model); };
+  t.push_back(std::move(model.flag("model", "model preset, HF config.json path (sets model)")
+                            .in_cases("model")));
+  KeySpec cluster = entry("cluster", "object", json{{"preset", "dgx-h100"}, {"nodes", 2}},
+                          "{\"preset\": name, \"nodes\": n} or {\"preset\": name, \"num_gpus\": "
+                          "g}, plus overrides");
+  cluster.read = [](const json& v, Scenario& s) { s.cluster = cluster_from_json(v, "cluster"); };
+  cluster.echo = [](const Scenario& s) { return cluster_to_json(s.cluster); };
+  t.push_back(std::move(cluster.flag("cluster", "cluster preset (sets cluster.preset)", "preset")
+                            .flag("nodes", "number of nodes (sets cluster.nodes)", "nodes")
+                            .flag("num-gpus", "number of GPUs (sets cluster.num_gpus)", "num_gpus")
+                            .in_cases("cluster")));
+}
+
+void add_training_keys(std::vector<KeySpec>& t) {
+  t.push_back(int_key("training.micro_batch_size", nullptr, 1, kMaxBatch,
+                      "sequences per GPU per micro-batch (DeepSpeed "
+                      "train_micro_batch_size_per_gpu)",
+                      FIELD(training.micro_batch_size))
+                  .flag("mbs", "micro-batch size (sets training.micro_batch_size)")
+                  .in_deepspeed("train_micro_batch_size_per_gpu")
+                  .in_cases("training.micro_batch_size"));
+  t.push_back(int_key("training.global_batch_size", nullptr, 1, kMaxBatch,
+                      "sequences per optimizer step over all DP ranks (DeepSpeed "
+                      "train_batch_size)",
+                      FIELD(training.global_batch_size))
+                  .flag("gbs", "global batch size (sets training.global_batch_size)")
+                  .in_deepspeed("train_batch_size")
+                  .in_cases("training.global_batch_size"));
+  t.push_back(int_key("training.gradient_accumulation_steps", nullptr, 1, kMaxBatch,
+                      "micro-batches per step on each DP rank; the missing one of the three "
+                      "batch keys is derived with DeepSpeed's rule",
+                      FIELD(training.gradient_accumulation_steps))
+                  .flag("gas", "gradient accumulation steps")
+                  .in_deepspeed("gradient_accumulation_steps"));
+  t.push_back(enum_key("training.precision", "bf16", kTrainingPrecisionNames,
+                       "16-bit training precision", FIELD(training.precision))
+                  .flag("precision", "bf16 or fp16 (sets training.precision)")
+                  .in_cases("training.precision"));
+  t.push_back(bool_key("training.flash_attention", true, "fused attention without the s^2 matrix",
+                       FIELD(training.flash_attention))
+                  .in_cases("training.flash_attention"));
+}
+
+void add_parallel_keys(std::vector<KeySpec>& t) {
+  t.push_back(int_key("parallel.tp", 1, 1, kMaxDegree, "tensor-parallel degree", FIELD(parallel.tp))
+                  .flag("tp", "tensor-parallel degree (sets parallel.tp)")
+                  .in_cases("parallel.tp"));
+  t.push_back(int_key("parallel.pp", 1, 1, kMaxDegree, "pipeline-parallel degree",
+                      FIELD(parallel.pp))
+                  .flag("pp", "pipeline-parallel degree (sets parallel.pp)")
+                  .in_cases("parallel.pp"));
+  t.push_back(int_key("parallel.dp", nullptr, 1, kMaxDegree,
+                      "data-parallel degree (derived: GPUs / (tp*pp*cp))", FIELD(parallel.dp))
+                  .flag("dp", "data-parallel degree (sets parallel.dp; derived if absent)")
+                  .in_cases("parallel.dp"));
+  t.push_back(int_key("parallel.cp", 1, 1, kMaxDegree, "context-parallel degree",
+                      FIELD(parallel.cp))
+                  .in_cases("parallel.cp"));
+  t.push_back(int_key("parallel.virtual_stages", 1, 1, kMaxDegree,
+                      "interleaved pipeline stages per GPU", FIELD(parallel.virtual_stages))
+                  .in_cases("parallel.virtual_stages"));
+  t.push_back(enum_key("parallel.pipeline_schedule", nullptr, kPipelineScheduleNames,
+                       "pipeline schedule (default: interleaved when virtual_stages > 1, else "
+                       "1f1b)",
+                       FIELD(parallel.pipeline_schedule)));
+  t.push_back(bool_key("parallel.sequence_parallel", false, "Megatron sequence parallelism",
+                       FIELD(parallel.sequence_parallel))
+                  .in_cases("parallel.sequence_parallel"));
+  t.push_back(enum_key("parallel.recompute", "none", kRecomputeNames, "activation recomputation",
+                       FIELD(parallel.recompute))
+                  .flag("recompute", "none, selective or full (sets parallel.recompute)")
+                  .in_cases("parallel.recompute"));
+  t.push_back(enum_key("parallel.framework", "deepspeed", kFrameworkNames,
+                       "whose schedule to mirror", FIELD(parallel.framework))
+                  .flag("framework", "deepspeed, megatron, fsdp or nanotron")
+                  .in_cases("parallel.framework"));
+  t.push_back(bool_key("parallel.overlap_grad_reduce", false,
+                       "Megatron --overlap-grad-reduce: DP gradient reduction bucket by bucket "
+                       "during the last micro-batch's backward",
+                       FIELD(parallel.overlap_grad_reduce))
+                  .in_cases("parallel.overlap_grad_reduce"));
+  t.push_back(bool_key("parallel.overlap_param_gather", false,
+                       "Megatron --overlap-param-gather: the distributed optimizer's parameter "
+                       "all-gather overlapped with the next step's forward",
+                       FIELD(parallel.overlap_param_gather))
+                  .in_cases("parallel.overlap_param_gather"));
+}
+
+// DeepSpeed's zero_optimization section, with DeepSpeed's names and units.
+void add_zero_keys(std::vector<KeySpec>& t) {
+  const std::string ds = "zero_optimization.";
+  t.push_back(int_key("zero.stage", 0, 0, 3, "ZeRO stage 0 (DDP), 1, 2 or 3", FIELD(zero.stage))
+                  .flag("zero", "ZeRO stage 0-3 (sets zero.stage)")
+                  .in_deepspeed(ds + "stage")
+                  .in_cases("parallel.zero_stage"));
+  t.push_back(count_key("zero.reduce_bucket_size", 500000000,
+                        "elements per gradient reduction bucket (\"auto\" = hidden^2)",
+                        FIELD(zero.reduce_bucket_size), hidden_squared)
+                  .in_deepspeed(ds + "reduce_bucket_size"));
+  t.push_back(count_key("zero.allgather_bucket_size", 500000000,
+                        "elements per parameter all-gather bucket after the step (stages 1, 2)",
+                        FIELD(zero.allgather_bucket_size))
+                  .in_deepspeed(ds + "allgather_bucket_size"));
+  t.push_back(bool_key("zero.overlap_comm", nullptr,
+                       "reduce gradients on a side stream during backward (DeepSpeed default: "
+                       "true for stage 3, false otherwise)",
+                       FIELD(zero.overlap_comm))
+                  .in_deepspeed(ds + "overlap_comm"));
+  t.push_back(bool_key("zero.contiguous_gradients", true,
+                       "copy gradients into a contiguous buffer", FIELD(zero.contiguous_gradients))
+                  .in_deepspeed(ds + "contiguous_gradients"));
+  t.push_back(bool_key("zero.reduce_scatter", true, "reduce gradients with reduce-scatter",
+                       FIELD(zero.reduce_scatter))
+                  .in_deepspeed(ds + "reduce_scatter"));
+  t.push_back(bool_key("zero.use_multi_rank_bucket_allreduce", true,
+                       "stages 1/2: reduce each bucket with one all-reduce (DeepSpeed >= 0.12) "
+                       "instead of one reduce per owning rank",
+                       FIELD(zero.use_multi_rank_bucket_allreduce))
+                  .in_deepspeed(ds + "use_multi_rank_bucket_allreduce"));
+  t.push_back(count_key("zero.stage3_prefetch_bucket_size", 50000000,
+                        "elements of parameters fetched ahead (\"auto\" = 0.9 hidden^2)",
+                        FIELD(zero.stage3_prefetch_bucket_size), prefetch_auto)
+                  .in_deepspeed(ds + "stage3_prefetch_bucket_size"));
+  t.push_back(count_key("zero.stage3_max_live_parameters", 1000000000,
+                        "elements of gathered parameters kept alive at most",
+                        FIELD(zero.stage3_max_live_parameters))
+                  .in_deepspeed(ds + "stage3_max_live_parameters"));
+  t.push_back(count_key("zero.stage3_max_reuse_distance", 1000000000,
+                        "elements; a parameter reused within this distance is not released",
+                        FIELD(zero.stage3_max_reuse_distance))
+                  .in_deepspeed(ds + "stage3_max_reuse_distance"));
+  t.push_back(count_key("zero.stage3_param_persistence_threshold", 100000,
+                        "elements; smaller parameters stay gathered (\"auto\" = 10 hidden)",
+                        FIELD(zero.stage3_param_persistence_threshold), persistence_auto)
+                  .in_deepspeed(ds + "stage3_param_persistence_threshold"));
+  t.push_back(enum_key("zero.stage3_implementation", "coalesced", kStage3ImplementationNames,
+                       "coalesced: DeepSpeed >= 0.6 (batched, prefetched gathers); per-parameter: "
+                       "DeepSpeed 0.3.13-0.5 (2021), one synchronous all-gather and one "
+                       "reduce-scatter per parameter tensor, each building world-size tensor "
+                       "lists on the host",
+                       FIELD(zero.per_parameter_stage3))
+                  .in_cases("parallel.stage3_implementation"));
+  t.push_back(enum_key("zero.offload_optimizer.device", "none", kOffloadDeviceNames,
+                       "where optimizer states live", FIELD(zero.offload_optimizer))
+                  .in_deepspeed(ds + "offload_optimizer.device")
+                  .in_cases("parallel.offload_optimizer"));
+  t.push_back(enum_key("zero.offload_param.device", "none", kOffloadDeviceNames,
+                       "where stage-3 parameters live", FIELD(zero.offload_param))
+                  .in_deepspeed(ds + "offload_param.device")
+                  .in_cases("parallel.offload_param"));
+  t.push_back(bool_key("zero.offload_optimizer.delayed_param_update", false,
+                       "ZeRO-Offload's one-step delayed parameter update (DPU): the CPU step of "
+                       "step i overlaps the forward and backward of step i+1 (zerosim's key; "
+                       "DeepSpeed has no config key)",
+                       FIELD(zero.delayed_param_update))
+                  .in_cases("parallel.delayed_param_update"));
+  t.push_back(bool_key("zero.zero_quantized_weights", false,
+                       "ZeRO++ qwZ: stage-3 parameter all-gathers in int8 blocks with fp32 scales",
+                       FIELD(zero.quantized_weights))
+                  .in_deepspeed(ds + "zero_quantized_weights")
+                  .in_cases("parallel.zero_quantized_weights"));
+  t.push_back(int_key("zero.zero_hpz_partition_size", 1, 1, 1 << 20,
+                      "ZeRO++ hpZ: a secondary copy of the parameters sharded over this many "
+                      "ranks (a node) serves the backward all-gathers; 1 = off",
+                      FIELD(zero.hpz_partition_size))
+                  .in_deepspeed(ds + "zero_hpz_partition_size")
+                  .in_cases("parallel.zero_hpz_partition_size"));
+  t.push_back(bool_key("zero.zero_quantized_gradients", false,
+                       "ZeRO++ qgZ: stage-3 gradients reduced in int4 with a hierarchical "
+                       "all-to-all",
+                       FIELD(zero.quantized_gradients))
+                  .in_deepspeed(ds + "zero_quantized_gradients")
+                  .in_cases("parallel.zero_quantized_gradients"));
+  t.push_back(int_key("zero.mics_shard_size", -1, -1, 1 << 20,
+                      "MiCS / FSDP HYBRID_SHARD: shard the model states over groups of this many "
+                      "ranks and replicate across the groups; -1 = shard over the whole DP group",
+                      FIELD(zero.mics_shard_size))
+                  .in_deepspeed(ds + "mics_shard_size")
+                  .in_cases("parallel.mics_shard_size"));
+}
+
+int num_gpus(const Scenario& s) { return s.cluster.num_gpus(); }
+int num_nodes(const Scenario& s) { return s.cluster.nodes; }
+
+void add_sim_and_whatif_keys(std::vector<KeySpec>& t) {
+  t.push_back(enum_key("sim.network", "flow", kNetworkModelNames,
+                       "analytical: NCCL's closed form per collective, no contention; flow: "
+                       "collectives as flows sharing the topology's links max-min fairly; "
+                       "alpha-beta: one ring formula per link class",
+                       FIELD(sim.network)));
+  t.push_back(enum_key("sim.granularity", "layer", kGranularityNames, "one op per layer pass",
+                       FIELD(sim.layer_granularity)));
+  t.push_back(enum_key("sim.ranks", "folded", kRanksNames,
+                       "folded: simulate one data-parallel replica, which stands for all (exact "
+                       "when replicas cannot contend, as with the analytical network); all: every "
+                       "rank",
+                       FIELD(sim.folded)));
+  KeySpec slow = ranks_key("whatif.slow_ranks",
+                           "cluster ranks whose GPUs are slower (stragglers), e.g. [3] or \"0,17\"",
+                           FIELD(whatif.slow_ranks), num_gpus);
+  slow.unit = "cluster ranks";
+  t.push_back(std::move(slow));
+  t.push_back(number_key("whatif.slowdown", 1.0, 1.0, 1e6,
+                         "how much longer their compute takes: 1.25 = 25 % slower (>= 1)",
+                         FIELD(whatif.slowdown)));
+  t.push_back(number_key("whatif.nic_bandwidth_factor", 1.0, 1e-6, 1.0,
+                         "scale of every NIC's bandwidth on the degraded nodes, 0 < f <= 1",
+                         FIELD(whatif.nic_bandwidth_factor)));
+  KeySpec degraded = ranks_key("whatif.degraded_nodes",
+                               "nodes whose NICs run at nic_bandwidth_factor (a degraded or "
+                               "flapping link)",
+                               FIELD(whatif.degraded_nodes), num_nodes);
+  degraded.unit = "nodes";
+  t.push_back(std::move(degraded));
+  t.push_back(int_key("whatif.background_nodes", 0, 0, 1 << 20,
+                      "nodes of a second job on the same fabric (added to the cluster's; "
+                      "sim.network=flow)",
+                      FIELD(whatif.background_nodes)));
+  t.push_back(enum_key("whatif.background_placement", "interleaved", kPlacementNames,
+                       "where the second job's nodes sit: alternating with this job's, or after "
+                       "them",
+                       FIELD(whatif.background_placement)));
+  t.push_back(enum_key("whatif.background_pattern", "ring", kPatternNames,
+                       "the second job's traffic: a ring through its nodes on every rail (DP "
+                       "all-reduce), or every node to every other",
+                       FIELD(whatif.background_pattern)));
+  t.push_back(number_key("whatif.background_load", 1.0, 1e-6, 1.0,
+                         "share of each NIC's bandwidth the second job offers, 0 < load <= 1",
+                         FIELD(whatif.background_load)));
+  KeySpec adam = number_key("sim.adam_params_per_s", nullptr, 1e3, 1e15,
+                            "measured optimizer rate per GPU (from --calibration); default: HBM "
+                            "bandwidth / 34 B",
+                            FIELD(sim.adam_params_per_s));
+  adam.echo = [](const Scenario& s) {
+    return s.sim.adam_params_per_s > 0 ? json(s.sim.adam_params_per_s) : json();
+  };
+  t.push_back(std::move(adam));
+  t.push_back(bool_key("sim.allow_oom", false,
+                       "simulate even when the peak memory exceeds the GPU's (the report says it "
+                       "does not fit)",
+                       FIELD(sim.allow_oom))
+                  .switch_flag("allow-oom", "simulate even if the step does not fit"));
+}
+
+#undef FIELD
+
+std::vector<KeySpec> build_table() {
+  std::vector<KeySpec> t;
+  add_model_and_cluster(t);
+  add_training_keys(t);
+  add_parallel_keys(t);
+  add_zero_keys(t);
+  add_sim_and_whatif_keys(t);
+  return t;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& scenario_keys() {
+  static const std::vector<KeySpec> keys = build_table();
+  return keys;
+}
+
+const KeySpec* find_key(const std::string& path) {
+  for (const auto& k : scenario_keys()) {
+    if (k.path == path) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<BoundFlag> scenario_flags() {
+  std::vector<BoundFlag> out;
+  for (const KeySpec& k : scenario_keys()) {
+    for (const ScenarioFlag& f : k.flags) {
+      out.push_back({&f, f.sub.empty() ? k.path : key_join(k.path, f.sub)});
+    }
+  }
+  return out;
+}
+
+std::string to_string(Framework f) { return name_of<Framework>(kFrameworkNames, f); }
+
+}  // namespace zerosim

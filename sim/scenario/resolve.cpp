@@ -1,0 +1,387 @@
+// resolve_scenario: every key read through the binding table (keys.cpp), then the cross-key
+// rules, one small function per section, then the resolved echo through the table again.
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "sim/core/error.h"
+#include "sim/scenario/keys.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+const json* lookup(const json& doc, const std::string& path) {
+  const json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(part);
+    if (it == node->end()) return nullptr;
+    node = &*it;
+    if (dot == std::string::npos) return node;
+    start = dot + 1;
+  }
+}
+
+// Reports the first key of `doc` that the table does not declare.
+void check_unknown_keys(const json& node, const std::string& prefix) {
+  if (!node.is_object()) {
+    throw InputError(prefix, std::string("expected an object, got ") + node.type_name());
+  }
+  const std::vector<KeySpec>& keys = scenario_keys();
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string path = key_join(prefix, it.key());
+    if (find_key(path)) continue;
+    bool is_section = false;
+    for (const auto& k : keys) {
+      if (k.path.rfind(path + ".", 0) == 0) is_section = true;
+    }
+    if (is_section) {
+      check_unknown_keys(it.value(), path);
+      continue;
+    }
+    std::vector<std::string> names;
+    std::set<std::string> seen;
+    for (const auto& k : keys) {
+      if (!prefix.empty() && k.path.rfind(prefix + ".", 0) != 0) continue;
+      std::string name = prefix.empty() ? k.path.substr(0, k.path.find('.'))
+                                        : k.path.substr(prefix.size() + 1);
+      if (seen.insert(name).second) names.push_back(name);
+    }
+    throw InputError(path, "unknown key" + did_you_mean(it.key(), names) + "; allowed here: " +
+                               join_list(names));
+  }
+}
+
+// Whether the document gives a key (present and not null); derived keys are computed by the
+// rules below when it does not.
+using Given = std::function<bool(const std::string&)>;
+
+// ---- cross-key rules, by section ---------------------------------------------------------------
+
+// tp x pp x cp divides the GPUs, dp is what is left; the layers, heads and FFN split evenly.
+void parallel_rules(Scenario& s, const Given& given) {
+  ParallelConfig& p = s.parallel;
+  const int gpus = s.cluster.num_gpus();
+  const std::int64_t model_parallel = std::int64_t{p.tp} * p.pp * p.cp;
+  if (gpus % model_parallel != 0) {
+    throw InputError("parallel", "tp x pp x cp = " + std::to_string(model_parallel) +
+                                     " does not divide the cluster's " + std::to_string(gpus) +
+                                     " GPUs");
+  }
+  const int derived_dp = static_cast<int>(gpus / model_parallel);
+  if (given("parallel.dp") && std::int64_t{p.dp} * model_parallel != gpus) {
+    throw InputError("parallel.dp", "dp x tp x pp x cp must equal the cluster's " +
+                                        std::to_string(gpus) + " GPUs; with tp x pp x cp = " +
+                                        std::to_string(model_parallel) + " the only dp is " +
+                                        std::to_string(derived_dp) + ", got " +
+                                        std::to_string(p.dp));
+  }
+  p.dp = derived_dp;
+  if (p.cp != 1) {
+    throw InputError("parallel.cp", "context parallelism is not simulated yet; allowed: 1");
+  }
+  const ModelSpec& m = s.model;
+  if (p.pp > m.num_layers) {
+    throw InputError("parallel.pp", "must not exceed model.num_layers (" +
+                                        std::to_string(m.num_layers) + "), got " +
+                                        std::to_string(p.pp));
+  }
+  if (m.num_attention_heads % p.tp != 0) {
+    throw InputError("parallel.tp", "must divide model.num_attention_heads (" +
+                                        std::to_string(m.num_attention_heads) + "), got " +
+                                        std::to_string(p.tp));
+  }
+  if (m.num_kv_heads % p.tp != 0 && p.tp % m.num_kv_heads != 0) {
+    throw InputError("parallel.tp", "must divide model.num_kv_heads (" +
+                                        std::to_string(m.num_kv_heads) +
+                                        ") or be a multiple of it, got " + std::to_string(p.tp));
+  }
+  if (m.ffn_hidden_size % p.tp != 0) {
+    throw InputError("parallel.tp", "must divide model.ffn_hidden_size (" +
+                                        std::to_string(m.ffn_hidden_size) + "), got " +
+                                        std::to_string(p.tp));
+  }
+}
+
+// Interleaving needs pp > 1 and Megatron's even split of layers; the schedule defaults to
+// interleaved exactly when there are virtual stages.
+void pipeline_rules(Scenario& s, const Given& given) {
+  ParallelConfig& p = s.parallel;
+  const ModelSpec& m = s.model;
+  if (p.virtual_stages > 1) {
+    if (p.pp == 1) {
+      throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
+    }
+    if (m.num_layers % (static_cast<std::int64_t>(p.pp) * p.virtual_stages) != 0) {
+      throw InputError("parallel.virtual_stages",
+                       "model.num_layers (" + std::to_string(m.num_layers) +
+                           ") must be divisible by pp x virtual_stages = " +
+                           std::to_string(p.pp * p.virtual_stages) + " (Megatron's rule)");
+    }
+  }
+  if (given("parallel.pipeline_schedule")) {
+    if ((p.pipeline_schedule == PipelineSchedule::Interleaved) != (p.virtual_stages > 1)) {
+      throw InputError("parallel.pipeline_schedule",
+                       "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
+    }
+  } else {
+    p.pipeline_schedule =
+        p.virtual_stages > 1 ? PipelineSchedule::Interleaved : PipelineSchedule::OneFOneB;
+  }
+}
+
+// DeepSpeed's rule (runtime/config.py, _set_batch_related_parameters): of train_batch_size,
+// micro-batch and gradient accumulation, any two determine the third; all three must agree.
+void batch_rules(Scenario& s, const Given& given) {
+  TrainingConfig& t = s.training;
+  const int dp = s.parallel.dp;
+  const bool has_gbs = given("training.global_batch_size");
+  const bool has_mbs = given("training.micro_batch_size");
+  const bool has_gas = given("training.gradient_accumulation_steps");
+  const std::int64_t gbs = t.global_batch_size;
+  std::int64_t mbs = t.micro_batch_size, gas = t.gradient_accumulation_steps;
+  auto not_divisible = [&](const std::string& by) {
+    throw InputError("training.global_batch_size",
+                     "global_batch_size " + std::to_string(gbs) + " is not divisible by " + by);
+  };
+  if (has_gbs && has_mbs && has_gas) {
+    if (gbs != mbs * gas * dp) {
+      throw InputError("training.global_batch_size",
+                       "must equal micro_batch_size x gradient_accumulation_steps x dp = " +
+                           std::to_string(mbs) + " x " + std::to_string(gas) + " x " +
+                           std::to_string(dp) + " = " + std::to_string(mbs * gas * dp) +
+                           ", got " + std::to_string(gbs));
+    }
+  } else if (has_gbs && has_mbs) {
+    if (gbs % (mbs * dp) != 0) not_divisible("micro_batch_size x dp = " + std::to_string(mbs * dp));
+    gas = gbs / (mbs * dp);
+  } else if (has_gbs && has_gas) {
+    if (gbs % (gas * dp) != 0) {
+      not_divisible("gradient_accumulation_steps x dp = " + std::to_string(gas * dp));
+    }
+    mbs = gbs / (gas * dp);
+  } else if (has_gbs) {
+    if (gbs % dp != 0) not_divisible("dp = " + std::to_string(dp));
+    gas = 1;
+    mbs = gbs / dp;
+  } else {
+    if (!has_mbs) mbs = 1;
+    if (!has_gas) gas = 1;
+    t.global_batch_size = mbs * gas * dp;
+  }
+  t.micro_batch_size = mbs;
+  t.gradient_accumulation_steps = gas;
+  // Each micro-batch is hundreds of ops per rank: beyond 10^5 per step the plan would not fit
+  // in memory, and no real run accumulates that many.
+  constexpr std::int64_t kMaxMicroBatches = 100'000;
+  if (gas > kMaxMicroBatches) {
+    throw InputError(has_gas ? "training.gradient_accumulation_steps" : "training.global_batch_size",
+                     std::to_string(gas) + " micro-batches per step exceeds the " +
+                         std::to_string(kMaxMicroBatches) +
+                         " zerosim simulates; raise training.micro_batch_size");
+  }
+  if (s.parallel.pipeline_schedule == PipelineSchedule::Interleaved && gas % s.parallel.pp != 0) {
+    throw InputError("training.gradient_accumulation_steps",
+                     "the interleaved schedule needs the micro-batches per step (" +
+                         std::to_string(gas) + ") to be a multiple of parallel.pp (" +
+                         std::to_string(s.parallel.pp) + ")");
+  }
+}
+
+void precision_rules(const Scenario& s) {
+  try {
+    (void)s.cluster.gpu.peak_tflops(s.training.precision);
+  } catch (const std::invalid_argument&) {
+    throw InputError("training.precision", s.cluster.gpu.name + " has no " +
+                                               to_string(s.training.precision) +
+                                               " tensor cores; use another precision");
+  }
+}
+
+// Bucket sizes and DeepSpeed's defaults and rules for offload and the 2021 stage 3.
+void zero_rules(Scenario& s, const Given& given) {
+  ZeroConfig& z = s.zero;
+  const ParallelConfig& p = s.parallel;
+  if (z.reduce_bucket_size < 1) throw InputError("zero.reduce_bucket_size", "must be at least 1");
+  if (z.allgather_bucket_size < 1) {
+    throw InputError("zero.allgather_bucket_size", "must be at least 1");
+  }
+  if (!given("zero.overlap_comm")) z.overlap_comm = z.stage == 3;
+  // DeepSpeed's own rules: optimizer offload needs a ZeRO stage (1, 2 or 3); parameter offload
+  // exists only in stage 3 (partitioned parameters).
+  if (z.offload_optimizer != OffloadDevice::None && z.stage == 0) {
+    throw InputError("zero.offload_optimizer.device",
+                     "optimizer offload needs zero.stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)");
+  }
+  if (z.offload_param != OffloadDevice::None && z.stage != 3) {
+    throw InputError("zero.offload_param.device",
+                     "parameter offload exists only with zero.stage 3 (ZeRO-Infinity)");
+  }
+  if ((z.offload_optimizer != OffloadDevice::None || z.offload_param != OffloadDevice::None) &&
+      p.framework != Framework::DeepSpeed) {
+    throw InputError(z.offload_optimizer != OffloadDevice::None ? "zero.offload_optimizer.device"
+                                                                : "zero.offload_param.device",
+                     "offload is simulated as DeepSpeed runs it; set parallel.framework=deepspeed");
+  }
+  for (auto [key, device] : {std::pair{"zero.offload_optimizer.device", z.offload_optimizer},
+                             std::pair{"zero.offload_param.device", z.offload_param}}) {
+    if (device == OffloadDevice::Nvme && s.cluster.host.nvme_bandwidth <= 0) {
+      throw InputError(key, "the cluster's nodes have no NVMe (cluster.host.nvme_bandwidth is 0)");
+    }
+  }
+  if (z.per_parameter_stage3 && (z.stage != 3 || p.framework != Framework::DeepSpeed)) {
+    throw InputError("zero.stage3_implementation",
+                     "describes DeepSpeed's stage 3; needs zero.stage 3 and parallel.framework "
+                     "deepspeed");
+  }
+  if (z.delayed_param_update && z.offload_optimizer == OffloadDevice::None) {
+    throw InputError("zero.offload_optimizer.delayed_param_update",
+                     "the delayed parameter update overlaps the CPU optimizer step; it needs "
+                     "zero.offload_optimizer.device cpu or nvme");
+  }
+  if (z.mics_shard_size == 0) {
+    throw InputError("zero.mics_shard_size", "must be -1 (off) or a positive group size, got 0");
+  }
+}
+
+// Megatron's overlap flags: DDP (stage 0) or the distributed optimizer (stage 1); the
+// parameter gather exists only with the distributed optimizer (Megatron asserts it).
+void megatron_rules(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const int zs = s.zero.stage;
+  if (p.overlap_grad_reduce && !(p.framework == Framework::Megatron && zs <= 1)) {
+    throw InputError("parallel.overlap_grad_reduce",
+                     "a Megatron-LM flag: needs parallel.framework megatron and zero.stage 0 "
+                     "(DDP) or 1 (distributed optimizer)");
+  }
+  if (p.overlap_param_gather && !(p.framework == Framework::Megatron && zs == 1)) {
+    throw InputError("parallel.overlap_param_gather",
+                     "a Megatron-LM distributed-optimizer flag: needs parallel.framework "
+                     "megatron and zero.stage 1");
+  }
+}
+
+// ZeRO++ and MiCS as DeepSpeed (and PyTorch FSDP for hybrid sharding) implement them.
+void sharding_variant_rules(const Scenario& s) {
+  const ZeroConfig& z = s.zero;
+  const ParallelConfig& p = s.parallel;
+  const bool deepspeed = p.framework == Framework::DeepSpeed;
+  auto need_stage3 = [&](const char* key, const char* what) {
+    if (z.stage != 3 || !deepspeed) {
+      throw InputError(key, std::string(what) + " works on DeepSpeed's partitioned (stage-3) "
+                                                "parameters; needs zero.stage 3 and "
+                                                "parallel.framework deepspeed");
+    }
+  };
+  auto need_divisor = [&](const char* key, int k) {
+    if (p.dp % k != 0) {
+      throw InputError(key, "must divide the data-parallel degree (" + std::to_string(p.dp) +
+                                "), got " + std::to_string(k));
+    }
+  };
+  if (z.quantized_weights) need_stage3("zero.zero_quantized_weights", "qwZ");
+  if (z.quantized_gradients) need_stage3("zero.zero_quantized_gradients", "qgZ");
+  if (z.hpz_partition_size > 1) {
+    need_stage3("zero.zero_hpz_partition_size", "hpZ");
+    need_divisor("zero.zero_hpz_partition_size", z.hpz_partition_size);
+  }
+  if (z.mics_shard_size > 0) {
+    const bool fsdp = p.framework == Framework::Fsdp;
+    if (!(fsdp && z.stage >= 2) && !(deepspeed && z.stage == 3)) {
+      throw InputError("zero.mics_shard_size",
+                       "hybrid sharding is DeepSpeed MiCS (zero.stage 3) or PyTorch FSDP "
+                       "HYBRID_SHARD (parallel.framework fsdp, zero.stage 2 or 3)");
+    }
+    need_divisor("zero.mics_shard_size", z.mics_shard_size);
+    if (z.hpz_partition_size > 1 || z.quantized_gradients) {
+      throw InputError("zero.mics_shard_size",
+                       "MiCS does not combine with hpZ or qgZ in DeepSpeed; set "
+                       "zero.zero_hpz_partition_size 1 and zero.zero_quantized_gradients false");
+    }
+  }
+  if (z.quantized_gradients) {
+    const int per_node = std::max(1, s.cluster.gpus_per_node / (p.tp * p.cp));
+    const int local = std::min(p.dp, per_node);
+    if (p.dp % local != 0) {
+      throw InputError("zero.zero_quantized_gradients",
+                       "qgZ's all-to-all goes node by node: the data-parallel degree (" +
+                           std::to_string(p.dp) + ") must be a multiple of the DP ranks per node (" +
+                           std::to_string(local) + ")");
+    }
+    if (z.hpz_partition_size > 1 && z.hpz_partition_size != local) {
+      throw InputError("zero.zero_hpz_partition_size",
+                       "with qgZ, zerosim needs the hpZ group to be the node's DP ranks (" +
+                           std::to_string(local) + "), got " +
+                           std::to_string(z.hpz_partition_size));
+    }
+  }
+  if (p.framework == Framework::Fsdp && z.stage != 3 && z.stage != 2) {
+    throw InputError("zero.stage", "FSDP shards as ZeRO-3 (FULL_SHARD) or ZeRO-2 "
+                                   "(SHARD_GRAD_OP); allowed: 2, 3");
+  }
+}
+
+void whatif_rules(Scenario& s) {
+  const WhatIf& w = s.whatif;
+  if (w.background_nodes > 0 && s.sim.network != NetworkModel::Flow) {
+    throw InputError("whatif.background_nodes",
+                     "a second job sharing the fabric needs sim.network=flow (the other "
+                     "network models have no shared links)");
+  }
+  // A straggler or a degraded node breaks the symmetry that folding relies on.
+  if (!w.slow_ranks.empty() || !w.degraded_nodes.empty()) s.sim.folded = false;
+}
+
+void set_path(json& doc, const std::string& path, json value) {
+  json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    node = &(*node)[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  *node = std::move(value);
+}
+
+}  // namespace
+
+Scenario resolve_scenario(const json& doc) {
+  check_unknown_keys(doc, "");
+  const Given given = [&doc](const std::string& path) {
+    const json* v = lookup(doc, path);
+    return v && !v->is_null();
+  };
+  Scenario s;
+  for (const KeySpec& k : scenario_keys()) {
+    const json* v = lookup(doc, k.path);
+    if (v && !v->is_null()) {
+      k.read(*v, s);
+    } else if (!k.default_value.is_null()) {
+      k.read(k.default_value, s);
+    }
+  }
+  parallel_rules(s, given);
+  pipeline_rules(s, given);
+  batch_rules(s, given);
+  precision_rules(s);
+  zero_rules(s, given);
+  megatron_rules(s);
+  sharding_variant_rules(s);
+  whatif_rules(s);
+
+  json echo;
+  for (const KeySpec& k : scenario_keys()) {
+    json value = k.echo(s);
+    if (!value.is_null()) set_path(echo, k.path, std::move(value));
+  }
+  s.resolved = std::move(echo);
+  return s;
+}
+
+}  // namespace zerosim
