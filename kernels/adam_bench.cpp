@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@
 
 #include "kernels/adam_cuda.h"
 #include "kernels/cuda_check.h"
+#include "kernels/device_adam_shard.h"
 #include "kernels/device_buffer.h"
 
 namespace zk = zerosim::kernels;
@@ -88,24 +90,11 @@ int run(const Options& o) {
 
   const auto n = static_cast<std::size_t>(o.n);
   const std::size_t gsize = zk::dtype_size(o.grad);
-  zk::DeviceBuffer<float> master(n), m(n), v(n);
-  zk::DeviceBuffer<std::uint8_t> grad(n * gsize);
-  zk::DeviceBuffer<std::uint16_t> copy(o.copy ? n : 0);
+  zk::DeviceAdamShard buffers(o.n, o.grad,
+                              o.copy ? std::optional<zk::DType>(o.copy_dtype) : std::nullopt);
   // Small values: the step stays finite however often it runs; the bytes are what is measured.
-  ZEROSIM_CUDA_CHECK(cudaMemset(master.data(), 0, master.bytes()));
-  ZEROSIM_CUDA_CHECK(cudaMemset(m.data(), 0, m.bytes()));
-  ZEROSIM_CUDA_CHECK(cudaMemset(v.data(), 0, v.bytes()));
-  ZEROSIM_CUDA_CHECK(cudaMemset(grad.data(), 0x11, grad.bytes()));
-
-  zk::AdamShardView shard;
-  shard.master = master.data();
-  shard.exp_avg = m.data();
-  shard.exp_avg_sq = v.data();
-  shard.grad = grad.data();
-  shard.grad_dtype = o.grad;
-  shard.param_copy = o.copy ? copy.data() : nullptr;
-  shard.param_dtype = o.copy_dtype;
-  shard.n = o.n;
+  ZEROSIM_CUDA_CHECK(cudaMemset(buffers.grad.data(), 0x11, buffers.grad.bytes()));
+  const zk::AdamShardView shard = buffers.view();
   zk::AdamParams params;
   params.weight_decay = 0.01f;
 

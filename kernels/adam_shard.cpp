@@ -1,6 +1,7 @@
 #include "kernels/adam_shard.h"
 
 #include <cmath>
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,21 @@ std::size_t dtype_size(DType dtype) {
   }
   throw std::invalid_argument("dtype_size: unknown dtype " +
                               std::to_string(static_cast<std::int32_t>(dtype)));
+}
+
+AdamShardView slice(const AdamShardView& shard, std::int64_t begin, std::int64_t end) {
+  if (begin < 0 || begin > end || end > shard.n) {
+    throw std::out_of_range("slice: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") is not inside a shard of " + std::to_string(shard.n) + " elements");
+  }
+  AdamShardView s = shard;
+  s.master += begin;
+  s.exp_avg += begin;
+  s.exp_avg_sq += begin;
+  s.grad = static_cast<const std::byte*>(shard.grad) + begin * dtype_size(shard.grad_dtype);
+  if (s.param_copy != nullptr) s.param_copy = static_cast<std::uint16_t*>(s.param_copy) + begin;
+  s.n = end - begin;
+  return s;
 }
 
 namespace {

@@ -30,6 +30,11 @@ struct AdamShardView {
   std::int64_t n = 0;           // elements in the shard, >= 0
 };
 
+// Elements [begin, end) of `shard`, every array advanced alike, so that pieces of one shard can be
+// stepped independently (by threads, say). Throws std::out_of_range unless
+// 0 <= begin <= end <= shard.n, std::invalid_argument for an unknown grad_dtype.
+[[nodiscard]] AdamShardView slice(const AdamShardView& shard, std::int64_t begin, std::int64_t end);
+
 // Supported combinations: grad F32, F16 or BF16; param copy none, F16 or BF16 (an F32 copy would be
 // the master itself and is refused).
 //

@@ -1,7 +1,7 @@
 #pragma once
 // DeviceBuffer<T>: owning, move-only array in device memory (cudaMalloc/cudaFree). The kernels take
-// non-owning views (AdamShardView); this is what owns the memory behind them in tests, the
-// benchmark and the GPU harness.
+// non-owning views (AdamShardView); this is what owns the memory behind them, one shard's arrays
+// together in DeviceAdamShard (device_adam_shard.h).
 
 #include <cuda_runtime_api.h>
 

@@ -115,26 +115,19 @@ void CpuBackend::run_compute(const PlanOp& op) {
   }
   if (op.work == "optimizer_step" && op.elements > 0) {
     AdamState& st = adam_[op.id];
-    const auto n = static_cast<std::size_t>(std::min(op.elements, opt_.max_elements));
-    if (st.master.size() != n) {
-      st.master.assign(n, 0.5f);
-      st.m.assign(n, 0.0f);
-      st.v.assign(n, 0.0f);
-      st.grad.resize(n);
-      for (std::size_t i = 0; i < n; ++i) st.grad[i] = static_cast<float>(i % 17) * 1e-3f - 8e-3f;
+    const std::int64_t n = std::min(op.elements, opt_.max_elements);
+    if (st.shard.size() != n) {
+      st.shard = kernels::HostAdamShard(n);
+      std::fill(st.shard.master.begin(), st.shard.master.end(), 0.5f);
+      for (std::int64_t i = 0; i < n; ++i) {
+        st.shard.set_grad(i, static_cast<float>(i % 17) * 1e-3f - 8e-3f);
+      }
     }
-    kernels::AdamShardView shard;
-    shard.master = st.master.data();
-    shard.exp_avg = st.m.data();
-    shard.exp_avg_sq = st.v.data();
-    shard.grad = st.grad.data();
-    shard.grad_dtype = kernels::DType::F32;
-    shard.n = static_cast<std::int64_t>(n);
     kernels::AdamParams p;
     p.step = ++st.step;
     p.weight_decay = 0.01f;
-    kernels::sharded_adam_cpu(shard, p);
-    adam_params_ += static_cast<std::int64_t>(n);
+    kernels::sharded_adam_cpu(st.shard.view(), p);
+    adam_params_ += n;
   }
 }
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/adam_math.h"
+#include "kernels/host_adam_shard.h"
 #include "validate/backend.h"
 #include "validate/comm.h"
 
@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
   double step_origin_ = 0;
   // Adam state for optimizer ops (by op id), persistent across steps.
   struct AdamState {
-    std::vector<float> master, m, v, grad;
+    kernels::HostAdamShard shard;
     std::int64_t step = 0;
   };
   std::map<int, AdamState> adam_;

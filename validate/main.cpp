@@ -13,11 +13,11 @@
 // Exit status: 0 success; 1 a check failed or the run failed; 2 bad input (usage, plan file).
 // Under mpirun a failing rank prints its error and aborts the job (MPI_Abort), so no rank hangs.
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -42,6 +42,7 @@
 #include "validate/gpu/kernel_check.h"
 #endif
 
+namespace po = boost::program_options;
 namespace zv = zerosim::validate;
 
 namespace {
@@ -63,52 +64,49 @@ const char* kUsage =
     "  schedule PLAN.json\n"
     "Run under mpirun for one process per rank; without it the CPU backend runs ranks as threads.\n";
 
+// One subcommand's command line: its positional arguments and its options (with their defaults).
 struct Args {
   std::vector<std::string> positional;
-  std::map<std::string, std::string> values;
-  std::set<std::string> flags;
+  po::variables_map options;
 
-  std::string get(const std::string& k, const std::string& def) const {
-    auto it = values.find(k);
-    return it == values.end() ? def : it->second;
-  }
-  long long get_int(const std::string& k, long long def) const {
-    auto it = values.find(k);
-    if (it == values.end()) return def;
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(it->second, &used);
-      if (used != it->second.size()) throw std::invalid_argument("trailing");
-      return v;
-    } catch (const std::exception&) {
-      throw UsageError("--" + k + ": expected an integer, got '" + it->second + "'");
-    }
-  }
+  [[nodiscard]] bool has(const std::string& k) const { return options.count(k) > 0; }
+  [[nodiscard]] std::string str(const std::string& k) const { return options[k].as<std::string>(); }
+  [[nodiscard]] long long integer(const std::string& k) const { return options[k].as<long long>(); }
+  [[nodiscard]] bool flag(const std::string& k) const { return options[k].as<bool>(); }
 };
 
-Args parse(int argc, char** argv, int first, const std::set<std::string>& with_value,
-           const std::set<std::string>& bool_flags) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) != 0) {
-      a.positional.push_back(s);
-      continue;
+// argv[first..] against one subcommand's options: `--name VALUE` (or `--name=VALUE`), any other
+// word positional. Boost's default grammar would also take abbreviations, which let a new option
+// silently change what an old command line means, and short options, which would turn a value
+// like "-1" into an unknown option. A repeated option keeps its last value, as it always did here
+// (store() alone would refuse the repeat).
+Args parse(int argc, char** argv, int first, const po::options_description& described) {
+  namespace style = po::command_line_style;
+  try {
+    const std::vector<std::string> words(argv + first, argv + argc);
+    po::parsed_options parsed =
+        po::command_line_parser(words)
+            .options(described)
+            .style(style::allow_long | style::long_allow_next | style::long_allow_adjacent)
+            .run();
+    Args a;
+    a.positional = po::collect_unrecognized(parsed.options, po::include_positional);
+    std::vector<po::option> last;
+    std::set<std::string> seen;
+    for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+      if (it->position_key == -1 && seen.insert(it->string_key).second) last.push_back(*it);
     }
-    s = s.substr(2);
-    if (bool_flags.count(s)) {
-      a.flags.insert(s);
-    } else if (with_value.count(s)) {
-      if (i + 1 >= argc) throw UsageError("--" + s + " needs a value");
-      a.values[s] = argv[++i];
-    } else {
-      std::string valid;
-      for (const auto& v : with_value) valid += " --" + v;
-      for (const auto& v : bool_flags) valid += " --" + v;
-      throw UsageError("unknown option --" + s + "; valid:" + valid);
-    }
+    parsed.options.assign(last.rbegin(), last.rend());
+    po::store(parsed, a.options);
+    po::notify(a.options);
+    return a;
+  } catch (const po::unknown_option& e) {
+    std::string valid;
+    for (const auto& o : described.options()) valid += " --" + o->long_name();
+    throw UsageError(std::string(e.what()) + "; valid:" + valid);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
   }
-  return a;
 }
 
 std::vector<long long> parse_list(const std::string& s, const char* what) {
@@ -152,20 +150,34 @@ zerosim::kernels::DType adam_grad_dtype(const std::string& s) {
 
 // ---- replay -----------------------------------------------------------------------------------
 
+po::options_description replay_options() {
+  po::options_description d;
+  d.add_options()
+      ("backend", po::value<std::string>()->default_value("cpu"))
+      ("out", po::value<std::string>()->default_value("replay.json"))
+      ("warmup", po::value<long long>()->default_value(1))
+      ("iters", po::value<long long>()->default_value(3))
+      ("timeout", po::value<long long>()->default_value(300))
+      ("cpu-max-elements", po::value<long long>()->default_value(zv::CpuBackendOptions{}.max_elements))
+      ("adam-grad", po::value<std::string>()->default_value("f32"))
+      ("no-attention", po::bool_switch());
+  return d;
+}
+
 int cmd_replay(const Args& a, const Launch& L) {
   if (a.positional.size() != 1) throw UsageError("replay: give one PLAN.json");
-  const std::string backend = a.get("backend", "cpu");
+  const std::string backend = a.str("backend");
   if (backend != "cpu" && backend != "gpu") throw UsageError("--backend: cpu or gpu, got '" + backend + "'");
   zv::ReplayOptions opt;
-  opt.warmup = static_cast<int>(a.get_int("warmup", 1));
-  opt.iters = static_cast<int>(a.get_int("iters", 3));
+  opt.warmup = static_cast<int>(a.integer("warmup"));
+  opt.iters = static_cast<int>(a.integer("iters"));
   if (opt.warmup < 0 || opt.iters < 1) throw UsageError("--warmup must be >= 0 and --iters >= 1");
-  const auto timeout = std::chrono::seconds(a.get_int("timeout", 300));
+  const auto timeout = std::chrono::seconds(a.integer("timeout"));
   if (timeout.count() < 1) throw UsageError("--timeout: seconds >= 1");
   opt.timeout = timeout;
   zv::CpuBackendOptions cpu;
-  cpu.max_elements = a.get_int("cpu-max-elements", cpu.max_elements);
-  const std::string out_path = a.get("out", "replay.json");
+  cpu.max_elements = a.integer("cpu-max-elements");
+  const std::string out_path = a.str("out");
 
   const zv::ReplayPlan plan = zv::read_plan_file(a.positional[0]);
   const zv::Schedule sched = plan.has_all_ranks() ? zv::build_schedule(plan) : zv::build_local_schedule(plan);
@@ -193,8 +205,8 @@ int cmd_replay(const Args& a, const Launch& L) {
       auto boot = world.comm(0);
       zv::gpu::GpuBackendOptions go;
       go.timeout = timeout;
-      go.adam_grad = adam_grad_dtype(a.get("adam-grad", "f32"));
-      go.emulate_attention = !a.flags.count("no-attention");
+      go.adam_grad = adam_grad_dtype(a.str("adam-grad"));
+      go.emulate_attention = !a.flag("no-attention");
       zv::gpu::GpuBackend gb(*boot, L.local_rank, go);
       auto r = zv::replay_rank(plan, sched.ranks.at(0), gb, opt, nullptr);
       device = gb.device();
@@ -220,8 +232,8 @@ int cmd_replay(const Args& a, const Launch& L) {
 #ifdef ZEROSIM_VALIDATE_GPU
       zv::gpu::GpuBackendOptions go;
       go.timeout = timeout;
-      go.adam_grad = adam_grad_dtype(a.get("adam-grad", "f32"));
-      go.emulate_attention = !a.flags.count("no-attention");
+      go.adam_grad = adam_grad_dtype(a.str("adam-grad"));
+      go.emulate_attention = !a.flag("no-attention");
       be = std::make_unique<zv::gpu::GpuBackend>(comm, L.local_rank, go);
 #else
       throw UsageError("--backend gpu: this build has no GPU harness (configure with CUDA and NCCL)");
@@ -246,6 +258,15 @@ int cmd_replay(const Args& a, const Launch& L) {
 
 // ---- compare ----------------------------------------------------------------------------------
 
+po::options_description compare_options() {
+  po::options_description d;
+  d.add_options()
+      ("top", po::value<long long>()->default_value(20))
+      ("sort", po::value<std::string>()->default_value("abs"))
+      ("json", po::value<std::string>());
+  return d;
+}
+
 int cmd_compare(const Args& a, const Launch& L) {
   if (L.rank != 0) return 0;
   if (a.positional.size() != 1) throw UsageError("compare: give one REPLAY.json");
@@ -257,9 +278,9 @@ int cmd_compare(const Args& a, const Launch& L) {
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(a.positional[0] + ": not valid JSON: " + e.what());
   }
-  const std::string sort = a.get("sort", "abs");
+  const std::string sort = a.str("sort");
   if (sort != "abs" && sort != "pct") throw UsageError("--sort: abs or pct");
-  const int top = static_cast<int>(a.get_int("top", 20));
+  const int top = static_cast<int>(a.integer("top"));
   zv::CompareReport rep;
   try {
     rep = zv::compare_replay(doc, sort == "pct" ? zv::SortBy::Percent : zv::SortBy::AbsoluteSeconds);
@@ -267,28 +288,39 @@ int cmd_compare(const Args& a, const Launch& L) {
     throw UsageError(a.positional[0] + ": " + e.what());
   }
   zv::print_compare(std::cout, rep, top);
-  if (a.values.count("json")) write_file(a.get("json", ""), zv::compare_json(rep, top).dump(1) + "\n");
+  if (a.has("json")) write_file(a.str("json"), zv::compare_json(rep, top).dump(1) + "\n");
   return 0;
 }
 
 // ---- zero-check -------------------------------------------------------------------------------
 
+po::options_description zero_check_options() {
+  po::options_description d;
+  d.add_options()
+      ("stages", po::value<std::string>()->default_value("1,2,3"))
+      ("ranks", po::value<std::string>())
+      ("steps", po::value<long long>()->default_value(4))
+      ("sizes", po::value<std::string>())
+      ("partition", po::value<std::string>()->default_value("both"));
+  return d;
+}
+
 int cmd_zero_check(const Args& a, const Launch& L) {
   zv::ZeroCheckConfig base;
-  base.steps = static_cast<int>(a.get_int("steps", 4));
-  if (a.values.count("sizes")) {
+  base.steps = static_cast<int>(a.integer("steps"));
+  if (a.has("sizes")) {
     base.tensor_sizes.clear();
-    for (auto s : parse_list(a.get("sizes", ""), "--sizes")) base.tensor_sizes.push_back(s);
+    for (auto s : parse_list(a.str("sizes"), "--sizes")) base.tensor_sizes.push_back(s);
   }
-  std::vector<long long> stages = parse_list(a.get("stages", "1,2,3"), "--stages");
-  const std::string part = a.get("partition", "both");
+  std::vector<long long> stages = parse_list(a.str("stages"), "--stages");
+  const std::string part = a.str("partition");
   std::vector<zv::Partition> parts;
   if (part == "padded" || part == "both") parts.push_back(zv::Partition::Padded);
   if (part == "uneven" || part == "both") parts.push_back(zv::Partition::Uneven);
   if (parts.empty()) throw UsageError("--partition: padded, uneven or both");
   int lo = 1, hi = 8;
-  if (a.values.count("ranks")) {
-    const std::string r = a.get("ranks", "");
+  if (a.has("ranks")) {
+    const std::string r = a.str("ranks");
     const auto dash = r.find('-');
     try {
       lo = std::stoi(r.substr(0, dash));
@@ -359,15 +391,36 @@ int cmd_schedule(const Args& a, const Launch& L) {
 
 // ---- GPU-only commands ------------------------------------------------------------------------
 
+// Declared in every build, so that a build without the GPU harness still says so rather than
+// refuse the flags.
+po::options_description bench_options() {
+  po::options_description d;
+  d.add_options()
+      ("out", po::value<std::string>()->default_value("calibration.json"))
+      ("quick", po::bool_switch())
+      ("max-bytes", po::value<long long>())
+      ("plan", po::value<std::string>())
+      ("timeout", po::value<long long>()->default_value(300));
+  return d;
+}
+
+po::options_description kernel_check_options() {
+  po::options_description d;
+  d.add_options()
+      ("seed", po::value<long long>())
+      ("out", po::value<std::string>());
+  return d;
+}
+
 int cmd_bench(const Args& a, const Launch& L) {
 #ifdef ZEROSIM_VALIDATE_GPU
   zv::gpu::BenchOptions o;
-  o.quick = a.flags.count("quick") > 0;
-  o.max_coll_bytes = a.get_int("max-bytes", o.max_coll_bytes);
-  o.timeout = std::chrono::seconds(a.get_int("timeout", 300));
+  o.quick = a.flag("quick");
+  if (a.has("max-bytes")) o.max_coll_bytes = a.integer("max-bytes");
+  o.timeout = std::chrono::seconds(a.integer("timeout"));
   o.log = &std::cout;
-  if (a.values.count("plan")) {
-    const zv::ReplayPlan plan = zv::read_plan_file(a.get("plan", ""));
+  if (a.has("plan")) {
+    const zv::ReplayPlan plan = zv::read_plan_file(a.str("plan"));
     for (const auto& r : plan.ranks) {
       for (const auto& op : r.ops) {
         for (const auto& g : op.gemms) o.extra_gemms.push_back(g);
@@ -388,7 +441,7 @@ int cmd_bench(const Args& a, const Launch& L) {
   boot->set_timeout(o.timeout);
   const zv::Calibration cal = zv::gpu::run_bench(*boot, L.local_rank, o);
   if (L.rank == 0) {
-    const std::string out = a.get("out", "calibration.json");
+    const std::string out = a.str("out");
     write_file(out, zv::calibration_json(cal).dump(1) + "\n");
     std::printf("bench: %s x%d -> %s\n", cal.gpu.c_str(), cal.num_gpus, out.c_str());
   }
@@ -405,9 +458,10 @@ int cmd_kernel_check(const Args& a, const Launch& L) {
   if (L.rank != 0) return 0;
   zv::gpu::select_device(L.local_rank);
   const auto seed = static_cast<std::uint64_t>(
-      a.get_int("seed", std::chrono::steady_clock::now().time_since_epoch().count() & 0x7FFFFFFF));
+      a.has("seed") ? a.integer("seed")
+                    : std::chrono::steady_clock::now().time_since_epoch().count() & 0x7FFFFFFF);
   const auto res = zv::gpu::run_kernel_check(seed, std::cout);
-  if (a.values.count("out")) write_file(a.get("out", ""), res.json.dump(1) + "\n");
+  if (a.has("out")) write_file(a.str("out"), res.json.dump(1) + "\n");
   return res.failures == 0 ? 0 : 1;
 #else
   (void)a;
@@ -416,24 +470,30 @@ int cmd_kernel_check(const Args& a, const Launch& L) {
 #endif
 }
 
+struct Command {
+  const char* name;
+  po::options_description (*options)();
+  int (*run)(const Args&, const Launch&);
+};
+
+const Command kCommands[] = {
+    {"replay", replay_options, cmd_replay},
+    {"compare", compare_options, cmd_compare},
+    {"bench", bench_options, cmd_bench},
+    {"zero-check", zero_check_options, cmd_zero_check},
+    {"kernel-check", kernel_check_options, cmd_kernel_check},
+    {"schedule", [] { return po::options_description(); }, cmd_schedule},
+};
+
 int dispatch(int argc, char** argv, const Launch& L) {
   if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
     if (L.rank == 0) std::cout << kUsage;
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
-  if (cmd == "replay") {
-    return cmd_replay(parse(argc, argv, 2, {"backend", "out", "warmup", "iters", "timeout", "cpu-max-elements", "adam-grad"},
-                            {"no-attention"}),
-                      L);
+  for (const Command& c : kCommands) {
+    if (cmd == c.name) return c.run(parse(argc, argv, 2, c.options()), L);
   }
-  if (cmd == "compare") return cmd_compare(parse(argc, argv, 2, {"top", "sort", "json"}, {}), L);
-  if (cmd == "bench") return cmd_bench(parse(argc, argv, 2, {"out", "max-bytes", "plan", "timeout"}, {"quick"}), L);
-  if (cmd == "zero-check") {
-    return cmd_zero_check(parse(argc, argv, 2, {"stages", "ranks", "steps", "sizes", "partition"}, {}), L);
-  }
-  if (cmd == "kernel-check") return cmd_kernel_check(parse(argc, argv, 2, {"seed", "out"}, {}), L);
-  if (cmd == "schedule") return cmd_schedule(parse(argc, argv, 2, {}, {}), L);
   throw UsageError("unknown command '" + cmd + "'");
 }
 

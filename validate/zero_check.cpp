@@ -54,14 +54,13 @@ kernels::AdamParams step_params(const ZeroCheckConfig& cfg, int ranks, int step)
 
 void adam(std::span<float> master, std::span<float> m, std::span<float> v, std::span<const float> g,
           const kernels::AdamParams& p) {
-  kernels::AdamShardView s;
-  s.master = master.data();
-  s.exp_avg = m.data();
-  s.exp_avg_sq = v.data();
-  s.grad = g.data();
-  s.grad_dtype = kernels::DType::F32;
-  s.n = static_cast<std::int64_t>(master.size());
-  kernels::sharded_adam_cpu(s, p);
+  kernels::sharded_adam_cpu({.master = master.data(),
+                             .exp_avg = m.data(),
+                             .exp_avg_sq = v.data(),
+                             .grad = g.data(),
+                             .grad_dtype = kernels::DType::F32,
+                             .n = static_cast<std::int64_t>(master.size())},
+                            p);
 }
 
 }  // namespace

@@ -9,74 +9,27 @@
 #include <vector>
 
 #include "kernels/adam_math.h"
-#include "kernels/adam_shard.h"
-#include "kernels/half_convert.h"
+#include "kernels/host_adam_shard.h"
 
 namespace zerosim::kernels::test {
 
-// Host arrays of one shard; the gradient is kept as raw bits (4 bytes per f32, 2 per f16/bf16).
-struct HostShard {
-  std::vector<float> master, m, v;
-  std::vector<std::uint8_t> grad;
-  DType grad_dtype = DType::F32;
-
-  [[nodiscard]] std::int64_t size() const { return static_cast<std::int64_t>(master.size()); }
-
-  // Gradient element i widened to double: exact for every dtype.
-  [[nodiscard]] double grad_at(std::int64_t i) const {
-    const auto* g16 = reinterpret_cast<const std::uint16_t*>(grad.data());
-    switch (grad_dtype) {
-      case DType::F32: return reinterpret_cast<const float*>(grad.data())[i];
-      case DType::F16: return half_bits_to_float(g16[i]);
-      case DType::BF16: return bf16_bits_to_float(g16[i]);
-    }
-    return NAN;
-  }
-
-  // A view of elements [0, size) of these arrays, without a parameter copy.
-  [[nodiscard]] AdamShardView view() {
-    AdamShardView s;
-    s.master = master.data();
-    s.exp_avg = m.data();
-    s.exp_avg_sq = v.data();
-    s.grad = grad.data();
-    s.grad_dtype = grad_dtype;
-    s.n = size();
-    return s;
-  }
-};
-
 // Gradients ~ N(0, 1) * grad_scale, rounded to the shard's dtype.
-inline void fill_random_grad(HostShard& s, float grad_scale, std::mt19937_64& rng) {
+inline void fill_random_grad(HostAdamShard& s, float grad_scale, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto* g16 = reinterpret_cast<std::uint16_t*>(s.grad.data());
-  for (std::int64_t i = 0; i < s.size(); ++i) {
-    const float g = normal(rng) * grad_scale;
-    switch (s.grad_dtype) {
-      case DType::F32: reinterpret_cast<float*>(s.grad.data())[i] = g; break;
-      case DType::F16: g16[i] = float_to_half_bits(g); break;
-      case DType::BF16: g16[i] = float_to_bf16_bits(g); break;
-    }
-  }
+  for (std::int64_t i = 0; i < s.size(); ++i) s.set_grad(i, normal(rng) * grad_scale);
 }
 
 // Weights ~ N(0, 1). With `warm`, m ~ N(0, 0.1) and v ~ 0.01 |N(0, 1)|, a state as after many
 // steps; otherwise m = v = 0, the state before step 1.
-inline HostShard random_shard(std::int64_t n, DType grad_dtype, float grad_scale, bool warm,
-                              std::mt19937_64& rng) {
+inline HostAdamShard random_shard(std::int64_t n, DType grad_dtype, float grad_scale, bool warm,
+                                  std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  HostShard s;
-  s.grad_dtype = grad_dtype;
-  const auto un = static_cast<std::size_t>(n);
-  s.master.resize(un);
-  s.m.assign(un, 0.0f);
-  s.v.assign(un, 0.0f);
-  s.grad.resize(un * dtype_size(grad_dtype));
-  for (std::size_t i = 0; i < un; ++i) {
+  HostAdamShard s(n, grad_dtype);
+  for (std::size_t i = 0; i < s.master.size(); ++i) {
     s.master[i] = normal(rng);
     if (warm) {
-      s.m[i] = 0.1f * normal(rng);
-      s.v[i] = 0.01f * std::abs(normal(rng));
+      s.exp_avg[i] = 0.1f * normal(rng);
+      s.exp_avg_sq[i] = 0.01f * std::abs(normal(rng));
     }
   }
   fill_random_grad(s, grad_scale, rng);
@@ -121,10 +74,10 @@ struct TextbookAdam {
   std::vector<double> p, m, v;
   std::vector<double> p_mag, m_mag, v_mag;
 
-  explicit TextbookAdam(const HostShard& s)
+  explicit TextbookAdam(const HostAdamShard& s)
       : p(s.master.begin(), s.master.end()),
-        m(s.m.begin(), s.m.end()),
-        v(s.v.begin(), s.v.end()),
+        m(s.exp_avg.begin(), s.exp_avg.end()),
+        v(s.exp_avg_sq.begin(), s.exp_avg_sq.end()),
         p_mag(p.size()),
         m_mag(m.size()),
         v_mag(v.size()) {
@@ -135,13 +88,15 @@ struct TextbookAdam {
     }
   }
 
-  void step(const HostShard& grads, const AdamParams& hp) {
+  void step(const HostAdamShard& grads, const AdamParams& hp) {
     const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, wd = hp.weight_decay;
     const auto t = static_cast<double>(hp.step);
     const double bias_correction1 = 1 - std::pow(b1, t);
     const double bias_correction2 = 1 - std::pow(b2, t);
     for (std::size_t i = 0; i < p.size(); ++i) {
-      double g = grads.grad_at(static_cast<std::int64_t>(i)) / hp.grad_scale * hp.clip_coef;
+      // Widened first: the division and the clip run in double.
+      double g = static_cast<double>(grads.grad_at(static_cast<std::int64_t>(i))) / hp.grad_scale *
+                 hp.clip_coef;
       double g_mag = std::abs(g);
       if (hp.mode == AdamMode::Adam) {  // L2: the penalty's gradient joins the loss gradient
         g += wd * p[i];

@@ -63,13 +63,13 @@ TEST_P(TextbookAgreement, SeveralSteps) {
   // Cold: steps 1..5 from m = v = 0, where bias correction matters most. Warm: steps 1000..1004
   // from a state with moments already built up.
   hp.step = warm ? 1000 : 1;
-  zt::HostShard s = zt::random_shard(4099, grad_dtype, hp.grad_scale, warm, rng);
+  zk::HostAdamShard s = zt::random_shard(4099, grad_dtype, hp.grad_scale, warm, rng);
   zt::TextbookAdam ref(s);
   for (int k = 0; k < 5; ++k, ++hp.step) {
     zt::fill_random_grad(s, hp.grad_scale, rng);
     zk::sharded_adam_cpu(s.view(), hp);
     ref.step(s, hp);
-    expect_within_tolerance(ref.compare(s.master.data(), s.m.data(), s.v.data()),
+    expect_within_tolerance(ref.compare(s.master.data(), s.exp_avg.data(), s.exp_avg_sq.data()),
                             "step " + std::to_string(hp.step));
   }
 }
@@ -91,13 +91,13 @@ TEST(AdamCpu, LargeLearningRateAndDecay) {
     hp.lr = 0.1f;
     hp.weight_decay = 0.1f;
     hp.clip_coef = 1.0f;
-    zt::HostShard s = zt::random_shard(1000, DType::F32, hp.grad_scale, false, rng);
+    zk::HostAdamShard s = zt::random_shard(1000, DType::F32, hp.grad_scale, false, rng);
     zt::TextbookAdam ref(s);
     for (; hp.step <= 5; ++hp.step) {
       zt::fill_random_grad(s, hp.grad_scale, rng);
       zk::sharded_adam_cpu(s.view(), hp);
       ref.step(s, hp);
-      expect_within_tolerance(ref.compare(s.master.data(), s.m.data(), s.v.data()),
+      expect_within_tolerance(ref.compare(s.master.data(), s.exp_avg.data(), s.exp_avg_sq.data()),
                               mode == AdamMode::Adam ? "Adam" : "AdamW");
     }
   }
@@ -146,7 +146,7 @@ TEST_P(LengthsAndOffsets, EveryDtypeAndOffset) {
                         static_cast<std::uint64_t>(grad_dtype));
     zk::AdamParams hp = mixed_precision_params(AdamMode::AdamW);
     hp.step = 7;
-    const zt::HostShard base = zt::random_shard(n, grad_dtype, hp.grad_scale, true, rng);
+    const zk::HostAdamShard base = zt::random_shard(n, grad_dtype, hp.grad_scale, true, rng);
     zt::TextbookAdam ref(base);
     ref.step(base, hp);
     const std::size_t gsize = zk::dtype_size(grad_dtype);
@@ -164,8 +164,8 @@ TEST_P(LengthsAndOffsets, EveryDtypeAndOffset) {
         std::vector<std::uint16_t> out16(total, kSentinel16);
         const auto off = static_cast<std::size_t>(offset);
         std::copy(base.master.begin(), base.master.end(), master.begin() + offset);
-        std::copy(base.m.begin(), base.m.end(), m.begin() + offset);
-        std::copy(base.v.begin(), base.v.end(), v.begin() + offset);
+        std::copy(base.exp_avg.begin(), base.exp_avg.end(), m.begin() + offset);
+        std::copy(base.exp_avg_sq.begin(), base.exp_avg_sq.end(), v.begin() + offset);
         std::copy(base.grad.begin(), base.grad.end(), grad.begin() + offset * gsize);
 
         zk::AdamShardView s{master.data() + off, m.data() + off, v.data() + off,
@@ -264,6 +264,57 @@ TEST(AdamCpu, ValidArgumentsAccepted) {
   c.shard.param_copy = nullptr;
   c.shard.param_dtype = DType::F32;  // ignored without a copy
   EXPECT_NO_THROW(zk::sharded_adam_cpu(c.shard, c.hp));
+}
+
+// ---- the owning shard and its slices ---------------------------------------------------------
+
+TEST(HostAdamShard, ViewCoversEveryArray) {
+  zk::HostAdamShard s(5, DType::BF16, DType::F16);
+  const zk::AdamShardView v = s.view();
+  EXPECT_EQ(v.master, s.master.data());
+  EXPECT_EQ(v.exp_avg, s.exp_avg.data());
+  EXPECT_EQ(v.exp_avg_sq, s.exp_avg_sq.data());
+  EXPECT_EQ(v.grad, s.grad.data());
+  EXPECT_EQ(v.grad_dtype, DType::BF16);
+  EXPECT_EQ(v.param_copy, s.param_copy.data());
+  EXPECT_EQ(v.param_dtype, DType::F16);
+  EXPECT_EQ(v.n, 5);
+  EXPECT_EQ(zk::HostAdamShard(5).view().param_copy, nullptr);
+  s.exp_avg.pop_back();
+  EXPECT_THROW((void)s.view(), std::logic_error);
+}
+
+TEST(HostAdamShard, SlicesAdvanceEveryArrayByItsElementSize) {
+  zk::HostAdamShard s(10, DType::F16, DType::BF16);
+  const zk::AdamShardView v = s.view(3, 7);
+  EXPECT_EQ(v.master, s.master.data() + 3);
+  EXPECT_EQ(v.exp_avg, s.exp_avg.data() + 3);
+  EXPECT_EQ(v.exp_avg_sq, s.exp_avg_sq.data() + 3);
+  EXPECT_EQ(v.grad, s.grad.data() + 3 * 2);
+  EXPECT_EQ(v.param_copy, s.param_copy.data() + 3);
+  EXPECT_EQ(v.n, 4);
+  EXPECT_EQ(s.view(10, 10).n, 0);
+  EXPECT_THROW((void)s.view(-1, 2), std::out_of_range);
+  EXPECT_THROW((void)s.view(4, 3), std::out_of_range);
+  EXPECT_THROW((void)s.view(0, 11), std::out_of_range);
+  zk::HostAdamShard f32(10);
+  EXPECT_EQ(f32.view(2, 4).grad, f32.grad.data() + 2 * 4);
+  EXPECT_EQ(f32.view(2, 4).param_copy, nullptr);
+}
+
+TEST(HostAdamShard, GradientsRoundToTheirDtype) {
+  const float g = 1.0f + 1.0f / 1024.0f + 1.0f / 4096.0f;  // needs more than bf16's 8 bits
+  zk::HostAdamShard f32(3, DType::F32), f16(3, DType::F16), bf16(3, DType::BF16);
+  for (zk::HostAdamShard* s : {&f32, &f16, &bf16}) {
+    s->fill_grad(g);
+    s->set_grad(1, -2.0f);
+  }
+  EXPECT_EQ(f32.grad_at(0), g);
+  EXPECT_EQ(f16.grad_at(2), zk::half_bits_to_float(zk::float_to_half_bits(g)));
+  EXPECT_EQ(bf16.grad_at(0), zk::bf16_bits_to_float(zk::float_to_bf16_bits(g)));
+  EXPECT_EQ(bf16.grad_at(1), -2.0f);
+  EXPECT_EQ(f32.grad.size(), 12u);
+  EXPECT_EQ(f16.grad.size(), 6u);
 }
 
 TEST(AdamCpu, EmptyShardTouchesNothingAndAllowsNull) {

@@ -128,8 +128,9 @@ std::string describe(std::int64_t n, DType g, int copy, const Offsets& o) {
 
 // One step on the GPU from state `in`; the same step on the CPU; compares and returns the GPU's
 // resulting state (so the next step starts where the GPU is).
-zt::HostShard gpu_step_and_compare(const zt::HostShard& in, const zk::AdamParams& hp, int copy,
-                                   const Offsets& o, cudaStream_t stream, const std::string& what) {
+zk::HostAdamShard gpu_step_and_compare(const zk::HostAdamShard& in, const zk::AdamParams& hp,
+                                       int copy, const Offsets& o, cudaStream_t stream,
+                                       const std::string& what) {
   const std::int64_t n = in.size();
   const auto un = static_cast<std::size_t>(n);
   const std::size_t gsize = zk::dtype_size(in.grad_dtype);
@@ -144,8 +145,8 @@ zt::HostShard gpu_step_and_compare(const zt::HostShard& in, const zk::AdamParams
     return d;
   };
   zk::DeviceBuffer<float> d_master = staged(in.master, o.master);
-  zk::DeviceBuffer<float> d_m = staged(in.m, o.m);
-  zk::DeviceBuffer<float> d_v = staged(in.v, o.v);
+  zk::DeviceBuffer<float> d_m = staged(in.exp_avg, o.m);
+  zk::DeviceBuffer<float> d_v = staged(in.exp_avg_sq, o.v);
   std::vector<std::uint8_t> h_grad((un + kGuard) * gsize, 0xAB);
   std::copy(in.grad.begin(), in.grad.end(),
             h_grad.begin() + static_cast<std::ptrdiff_t>(o.grad * gsize));
@@ -171,7 +172,7 @@ zt::HostShard gpu_step_and_compare(const zt::HostShard& in, const zk::AdamParams
   d_v.copy_to_host(g_v);
   d_copy.copy_to_host(h_copy);
 
-  zt::HostShard cpu = in;
+  zk::HostAdamShard cpu = in;
   zk::sharded_adam_cpu(cpu.view(), hp);
 
   // Error scales from the textbook step (adam_test_util.h): relative error where nothing cancels.
@@ -186,7 +187,7 @@ zt::HostShard gpu_step_and_compare(const zt::HostShard& in, const zk::AdamParams
     nan_count += std::isnan(got_p[i]) + std::isnan(got_m[i]) + std::isnan(got_v[i]);
   }
   const zt::Errs e = textbook.compare(got_p.data(), got_m.data(), got_v.data(), cpu.master.data(),
-                                      cpu.m.data(), cpu.v.data());
+                                      cpu.exp_avg.data(), cpu.exp_avg_sq.data());
   EXPECT_EQ(nan_count, 0) << what;
   EXPECT_LE(e.p.value, kTol) << what << ": master, worst element " << e.p.index;
   EXPECT_LE(e.m.value, kTol) << what << ": exp_avg, worst element " << e.m.index;
@@ -216,10 +217,10 @@ zt::HostShard gpu_step_and_compare(const zt::HostShard& in, const zk::AdamParams
     }
   }
 
-  zt::HostShard out = in;
+  zk::HostAdamShard out = in;
   out.master = std::move(got_p);
-  out.m = std::move(got_m);
-  out.v = std::move(got_v);
+  out.exp_avg = std::move(got_m);
+  out.exp_avg_sq = std::move(got_v);
   return out;
 }
 
@@ -236,7 +237,7 @@ TEST_F(AdamCudaGpu, MatchesCpuReferenceEveryDtypeLengthAndAlignment) {
       hp.grad_scale = 1024.0f;
       hp.clip_coef = 0.5f;
       hp.step = 3;
-      const zt::HostShard in = zt::random_shard(n, g, hp.grad_scale, true, rng);
+      const zk::HostAdamShard in = zt::random_shard(n, g, hp.grad_scale, true, rng);
       for (int copy = 0; copy < 3; ++copy) {
         for (std::size_t c = 0; c < std::size(cases); ++c) {
           const Offsets& o = cases[c];
@@ -258,7 +259,7 @@ TEST_F(AdamCudaGpu, SeveralStepsOnAStream) {
   zk::AdamParams hp;
   hp.weight_decay = 0.1f;
   hp.grad_scale = 65536.0f;
-  zt::HostShard s = zt::random_shard((1 << 22) + 1, DType::BF16, hp.grad_scale, false, rng);
+  zk::HostAdamShard s = zt::random_shard((1 << 22) + 1, DType::BF16, hp.grad_scale, false, rng);
   for (hp.step = 1; hp.step <= 3; ++hp.step) {
     zt::fill_random_grad(s, hp.grad_scale, rng);
     s = gpu_step_and_compare(s, hp, 2, Offsets{0, 0, 0, 0, 0}, stream,

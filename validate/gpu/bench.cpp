@@ -13,6 +13,7 @@
 
 #include "kernels/adam_cuda.h"
 #include "kernels/cuda_check.h"
+#include "kernels/device_adam_shard.h"
 #include "kernels/device_buffer.h"
 #include "validate/busbw.h"
 #include "validate/gpu/gpu_backend.h"
@@ -215,21 +216,9 @@ Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
   // ---- Adam ----
   {
     const auto n = static_cast<std::size_t>(o.quick ? std::min<std::int64_t>(o.adam_params, 1 << 26) : o.adam_params);
-    kernels::DeviceBuffer<float> master(n), m(n), v(n);
-    Bytes grad(n * 2), copy(n * 2);
-    ZEROSIM_CUDA_CHECK(cudaMemset(master.data(), 0, master.bytes()));
-    ZEROSIM_CUDA_CHECK(cudaMemset(m.data(), 0, m.bytes()));
-    ZEROSIM_CUDA_CHECK(cudaMemset(v.data(), 0, v.bytes()));
-    ZEROSIM_CUDA_CHECK(cudaMemset(grad.data(), 0x11, grad.bytes()));
-    kernels::AdamShardView s;
-    s.master = master.data();
-    s.exp_avg = m.data();
-    s.exp_avg_sq = v.data();
-    s.grad = grad.data();
-    s.grad_dtype = kernels::DType::BF16;
-    s.param_copy = copy.data();
-    s.param_dtype = kernels::DType::BF16;
-    s.n = static_cast<std::int64_t>(n);
+    kernels::DeviceAdamShard shard(static_cast<std::int64_t>(n), kernels::DType::BF16, kernels::DType::BF16);
+    ZEROSIM_CUDA_CHECK(cudaMemset(shard.grad.data(), 0x11, shard.grad.bytes()));
+    const kernels::AdamShardView s = shard.view();
     kernels::AdamParams p;
     p.weight_decay = 0.01f;
     const double sec = time_on(st, 3, 20, [&] {

@@ -10,13 +10,14 @@
 #include "kernels/adam_cpu.h"
 #include "kernels/adam_cuda.h"
 #include "kernels/cuda_check.h"
+#include "kernels/host_adam_shard.h"
 #include "validate/gpu/gpu_check.h"
 #include "validate/gpu/nccl_collective.h"
 
 namespace zerosim::validate::gpu {
 
 struct GpuBackend::HostAdamTask {
-  std::vector<float> master, m, v, grad;
+  kernels::HostAdamShard shard;
   kernels::AdamParams params;
   int threads = 1;
 };
@@ -27,22 +28,13 @@ namespace {
 // out of a host function, so arguments are checked before it is enqueued (same checks).
 void CUDART_CB host_adam(void* data) {
   auto* t = static_cast<GpuBackend::HostAdamTask*>(data);
-  const auto n = static_cast<std::int64_t>(t->master.size());
+  const std::int64_t n = t->shard.size();
   const std::int64_t per = (n + t->threads - 1) / t->threads;
   std::vector<std::thread> pool;
   for (int i = 0; i < t->threads; ++i) {
     const std::int64_t b = std::min(n, i * per), e = std::min(n, b + per);
     if (b >= e) break;
-    pool.emplace_back([t, b, e] {
-      kernels::AdamShardView s;
-      s.master = t->master.data() + b;
-      s.exp_avg = t->m.data() + b;
-      s.exp_avg_sq = t->v.data() + b;
-      s.grad = t->grad.data() + b;
-      s.grad_dtype = kernels::DType::F32;
-      s.n = e - b;
-      kernels::sharded_adam_cpu(s, t->params);
-    });
+    pool.emplace_back([t, b, e] { kernels::sharded_adam_cpu(t->shard.view(b, e), t->params); });
   }
   for (auto& th : pool) th.join();
 }
@@ -215,26 +207,16 @@ void GpuBackend::prepare(const ReplayPlan& plan, const RankOps& ops, const RankS
     buffer_bytes_ += 2 * ew;
   }
   if (adam > 0) {
-    const auto n = static_cast<std::size_t>(adam);
-    master_ = kernels::DeviceBuffer<float>(n);
-    m_ = kernels::DeviceBuffer<float>(n);
-    v_ = kernels::DeviceBuffer<float>(n);
-    grad_ = kernels::DeviceBuffer<std::uint8_t>(n * kernels::dtype_size(opt_.adam_grad));
-    copy_ = kernels::DeviceBuffer<std::uint8_t>(n * 2);
-    ZEROSIM_CUDA_CHECK(cudaMemset(master_.data(), 0, master_.bytes()));
-    ZEROSIM_CUDA_CHECK(cudaMemset(m_.data(), 0, m_.bytes()));
-    ZEROSIM_CUDA_CHECK(cudaMemset(v_.data(), 0, v_.bytes()));
-    ZEROSIM_CUDA_CHECK(cudaMemset(grad_.data(), 0x11, grad_.bytes()));
-    buffer_bytes_ += static_cast<std::int64_t>(master_.bytes() * 3 + grad_.bytes() + copy_.bytes());
+    const kernels::DType copy = fp16_ ? kernels::DType::F16 : kernels::DType::BF16;
+    adam_ = kernels::DeviceAdamShard(adam, opt_.adam_grad, copy);
+    ZEROSIM_CUDA_CHECK(cudaMemset(adam_.grad.data(), 0x11, adam_.grad.bytes()));
+    buffer_bytes_ += static_cast<std::int64_t>(adam_.bytes());
   }
   for (const PlanOp& op : ops.ops) {
     if (op.stream == StreamId::Cpu && op.work == "optimizer_step" && op.elements > 0) {
       auto t = std::make_unique<HostAdamTask>();
-      const auto n = static_cast<std::size_t>(op.elements);
-      t->master.assign(n, 0.0f);
-      t->m.assign(n, 0.0f);
-      t->v.assign(n, 0.0f);
-      t->grad.assign(n, 1e-3f);
+      t->shard = kernels::HostAdamShard(op.elements);
+      t->shard.fill_grad(1e-3f);
       t->threads = opt_.cpu_threads > 0 ? opt_.cpu_threads
                                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
       host_adam_[op.id] = std::move(t);
@@ -344,13 +326,7 @@ void GpuBackend::run_compute(const PlanOp& op, StreamRes& s) {
       t.params = kernels::AdamParams{};
       t.params.weight_decay = 0.01f;
       t.params.step = ++adam_step_;
-      kernels::AdamShardView check;
-      check.master = t.master.data();
-      check.exp_avg = t.m.data();
-      check.exp_avg_sq = t.v.data();
-      check.grad = t.grad.data();
-      check.n = static_cast<std::int64_t>(t.master.size());
-      kernels::check_adam_args("cpu-stream optimizer_step", check, t.params);
+      kernels::check_adam_args("cpu-stream optimizer_step", t.shard.view(), t.params);
       ZEROSIM_CUDA_CHECK(cudaLaunchHostFunc(s.stream, host_adam, &t));
     }
     return;
@@ -364,19 +340,10 @@ void GpuBackend::run_compute(const PlanOp& op, StreamRes& s) {
     ZEROSIM_CUDA_CHECK(cudaMemcpyAsync(ew_dst_.data(), ew_src_.data(), n, cudaMemcpyDeviceToDevice, s.stream));
   }
   if (op.work == "optimizer_step" && op.elements > 0) {
-    kernels::AdamShardView shard;
-    shard.master = master_.data();
-    shard.exp_avg = m_.data();
-    shard.exp_avg_sq = v_.data();
-    shard.grad = grad_.data();
-    shard.grad_dtype = opt_.adam_grad;
-    shard.param_copy = copy_.data();
-    shard.param_dtype = fp16_ ? kernels::DType::F16 : kernels::DType::BF16;
-    shard.n = op.elements;
     kernels::AdamParams p;
     p.weight_decay = 0.01f;
     p.step = ++adam_step_;
-    kernels::launch_sharded_adam_async(shard, p, s.stream);
+    kernels::launch_sharded_adam_async(adam_.view(0, op.elements), p, s.stream);
   }
 }
 

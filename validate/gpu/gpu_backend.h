@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/adam_shard.h"
+#include "kernels/device_adam_shard.h"
 #include "kernels/device_buffer.h"
 #include "validate/backend.h"
 #include "validate/comm.h"
@@ -114,8 +115,7 @@ class GpuBackend final : public Backend {
   kernels::DeviceBuffer<std::uint8_t> gemm_a_, gemm_b_, gemm_c_, attn_qk_, attn_s_, ew_src_, ew_dst_;
   std::int64_t seq_ = 0, head_dim_ = 0, attn_chunk_ = 0;
   // Adam on the GPU: one shard sized for the largest optimizer op.
-  kernels::DeviceBuffer<float> master_, m_, v_;
-  kernels::DeviceBuffer<std::uint8_t> grad_, copy_;
+  kernels::DeviceAdamShard adam_;
   std::int64_t adam_step_ = 0;
   std::map<int, std::unique_ptr<HostAdamTask>> host_adam_;
   std::int64_t accounted_live_ = 0, accounted_peak_ = 0;
