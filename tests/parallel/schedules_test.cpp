@@ -1,0 +1,87 @@
+// The pipeline schedules (sim/parallel/schedules.h) as orders of passes, against what each
+// schedule promises: every (micro-batch, chunk) runs one forward and one backward, a backward
+// after its forward, and the activations in flight that bound a stage's memory (Narayanan et al.
+// SC21 §2.2: GPipe holds all m micro-batches, 1F1B at most p - s on stage s; Huang et al. 2019).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "sim/parallel/schedules.h"
+
+namespace zerosim::plan_detail {
+namespace {
+
+// Checks conservation and order; returns the most (micro-batch, chunk) forwards in flight
+// (run and not yet backwarded).
+int check_and_peak(const std::vector<PassStep>& steps, int m, int chunks) {
+  std::map<std::pair<int, int>, int> forward_at, backward_at;
+  int in_flight = 0, peak = 0;
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+    const PassStep& s = steps[i];
+    EXPECT_GE(s.mb, 0);
+    EXPECT_LT(s.mb, m);
+    EXPECT_GE(s.chunk, 0);
+    EXPECT_LT(s.chunk, chunks);
+    auto& at = s.forward ? forward_at : backward_at;
+    EXPECT_TRUE(at.emplace(std::pair{s.mb, s.chunk}, i).second) << "pass repeated";
+    in_flight += s.forward ? 1 : -1;
+    peak = std::max(peak, in_flight);
+  }
+  EXPECT_EQ(static_cast<int>(forward_at.size()), m * chunks);
+  EXPECT_EQ(static_cast<int>(backward_at.size()), m * chunks);
+  for (const auto& [key, i] : backward_at) EXPECT_LT(forward_at[key], i);
+  return peak;
+}
+
+TEST(schedules, GpipeRunsEveryForwardFirst) {
+  // m = 8 micro-batches on 4 stages: all 8 forwards, then the 8 backwards (the same order on
+  // every stage).
+  const auto steps = gpipe_schedule(8, 4, 1);
+  EXPECT_EQ(check_and_peak(steps, 8, 1), 8);
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(steps[i].forward);
+}
+
+TEST(schedules, OneFOneBHoldsAtMostPMinusSMicroBatches) {
+  // p = 4, m = 8: stage s holds p - s activations at its peak (4, 3, 2, 1); with m = 2 < p the
+  // first stages hold all m.
+  for (int stage = 0; stage < 4; ++stage) {
+    EXPECT_EQ(check_and_peak(one_f_one_b_schedule(8, 4, stage), 8, 1), 4 - stage);
+    EXPECT_EQ(check_and_peak(one_f_one_b_schedule(2, 4, stage), 2, 1), std::min(2, 4 - stage));
+  }
+  // The last stage alternates strictly: F0 B0 F1 B1 ...
+  const auto last = one_f_one_b_schedule(3, 4, 3);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(last[i].forward, i % 2 == 0);
+}
+
+TEST(schedules, InterleavedKeepsEveryChunkInOrder) {
+  // p = 2, v = 2, m = 4 (a multiple of p, as Megatron requires): each chunk's micro-batches run
+  // forward in order 0..3 and backward in the same order.
+  for (int stage = 0; stage < 2; ++stage) {
+    const auto steps = interleaved_schedule(4, 2, 2, stage);
+    check_and_peak(steps, 4, 2);
+    for (int chunk = 0; chunk < 2; ++chunk) {
+      for (bool fwd : {true, false}) {
+        int next = 0;
+        for (const PassStep& s : steps) {
+          if (s.chunk == chunk && s.forward == fwd) EXPECT_EQ(s.mb, next++);
+        }
+      }
+    }
+  }
+  // Backwards visit the chunks from the last to the first (the last chunk's backward is the
+  // first backward the model produces).
+  const auto steps = interleaved_schedule(4, 2, 2, 1);
+  const auto first_backward =
+      std::find_if(steps.begin(), steps.end(), [](const PassStep& s) { return !s.forward; });
+  EXPECT_EQ(first_backward->chunk, 1);
+}
+
+TEST(schedules, NoPipelineRunsEachMicroBatchThrough) {
+  const auto steps = no_pipeline_schedule(3, 1);
+  EXPECT_EQ(check_and_peak(steps, 3, 1), 1);
+}
+
+}  // namespace
+}  // namespace zerosim::plan_detail
