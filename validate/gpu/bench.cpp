@@ -124,29 +124,10 @@ void check_collective(CollKind op, std::size_t count, int n, int pos, ncclComm_t
   }
 }
 
-}  // namespace
-
-Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
-  const int device = select_device(local_rank);
-  const int rank = boot.rank();
-  Calibration cal;
-  cal.gpu = device_name(device);
-  cal.num_gpus = boot.world_size();
-  cal.date = today();
-  int rt = 0;
-  ZEROSIM_CUDA_CHECK(cudaRuntimeGetVersion(&rt));
-  cal.cuda_runtime = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
-  int nv = 0;
-  ZEROSIM_NCCL_CHECK(ncclGetVersion(&nv));
-  cal.nccl_version = std::to_string(nv / 10000) + "." + std::to_string(nv / 100 % 100) + "." + std::to_string(nv % 100);
-
-  cudaStream_t st = nullptr;
-  ZEROSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cublasHandle_t blas = nullptr;
-  ZEROSIM_CUBLAS_CHECK(cublasCreate(&blas));
-  ZEROSIM_CUBLAS_CHECK(cublasSetStream(blas, st));
-
-  // ---- GEMMs ----
+// cuBLAS GEMMs of square and transformer-layer shapes (and the options' extra ones), in each
+// 16-bit dtype: the achieved TFLOP/s per shape.
+void bench_gemms(const BenchOptions& o, int rank, cudaStream_t st, cublasHandle_t blas,
+                 Calibration& cal) {
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
   const std::vector<std::int64_t> squares = o.quick ? std::vector<std::int64_t>{2048, 8192}
                                                     : std::vector<std::int64_t>{1024, 2048, 4096, 8192, 16384};
@@ -167,7 +148,6 @@ Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
     b_max = std::max(b_max, k * n);
     c_max = std::max(c_max, m * n);
   }
-  {
     Bytes a(static_cast<std::size_t>(a_max * 2)), b(static_cast<std::size_t>(b_max * 2)),
         c(static_cast<std::size_t>(c_max * 2));
     ZEROSIM_CUDA_CHECK(cudaMemset(a.data(), 0x3c, a.bytes()));
@@ -191,8 +171,8 @@ Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
     log_line(o, rank, "gemm: " + std::to_string(cal.gemm.size()) + " shapes");
   }
 
-  // ---- copies ----
-  {
+// Device-to-device, host-to-device and device-to-host copy bandwidths.
+void bench_copies(const BenchOptions& o, int rank, cudaStream_t st, Calibration& cal) {
     const auto bytes = static_cast<std::size_t>(o.quick ? std::min<std::int64_t>(o.copy_bytes, 256 << 20) : o.copy_bytes);
     Bytes src(bytes), dst(bytes);
     ZEROSIM_CUDA_CHECK(cudaMemset(src.data(), 1, bytes));
@@ -213,8 +193,8 @@ Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
                           std::to_string(cal.h2d_GBps) + ", d2h " + std::to_string(cal.d2h_GBps));
   }
 
-  // ---- Adam ----
-  {
+// The sharded Adam kernel's parameters per second (bf16 gradients and parameter copy).
+void bench_adam(const BenchOptions& o, int rank, cudaStream_t st, Calibration& cal) {
     const auto n = static_cast<std::size_t>(o.quick ? std::min<std::int64_t>(o.adam_params, 1 << 26) : o.adam_params);
     kernels::DeviceAdamShard shard(static_cast<std::int64_t>(n), kernels::DType::BF16, kernels::DType::BF16);
     ZEROSIM_CUDA_CHECK(cudaMemset(shard.grad.data(), 0x11, shard.grad.bytes()));
@@ -232,8 +212,9 @@ Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
     log_line(o, rank, "adam: " + std::to_string(cal.adam_params_per_s) + " params/s");
   }
 
-  // ---- collectives ----
-  {
+// Each collective checked once for correctness, then swept over sizes, nccl-tests style.
+void bench_collectives(Comm& boot, const BenchOptions& o, int rank, cudaStream_t st,
+                       Calibration& cal) {
     NcclComms comms(boot, o.timeout);
     ncclComm_t comm = comms.get(0);
     const int n = comms.size(0), pos = comms.position(0);
@@ -260,6 +241,33 @@ Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
       log_line(o, rank, std::string("collective ") + to_string(op) + ": checked and swept");
     }
   }
+
+}  // namespace
+
+Calibration run_bench(Comm& boot, int local_rank, const BenchOptions& o) {
+  const int device = select_device(local_rank);
+  const int rank = boot.rank();
+  Calibration cal;
+  cal.gpu = device_name(device);
+  cal.num_gpus = boot.world_size();
+  cal.date = today();
+  int rt = 0;
+  ZEROSIM_CUDA_CHECK(cudaRuntimeGetVersion(&rt));
+  cal.cuda_runtime = std::to_string(rt / 1000) + "." + std::to_string(rt % 1000 / 10);
+  int nv = 0;
+  ZEROSIM_NCCL_CHECK(ncclGetVersion(&nv));
+  cal.nccl_version = std::to_string(nv / 10000) + "." + std::to_string(nv / 100 % 100) + "." + std::to_string(nv % 100);
+
+  cudaStream_t st = nullptr;
+  ZEROSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cublasHandle_t blas = nullptr;
+  ZEROSIM_CUBLAS_CHECK(cublasCreate(&blas));
+  ZEROSIM_CUBLAS_CHECK(cublasSetStream(blas, st));
+
+  bench_gemms(o, rank, st, blas, cal);
+  bench_copies(o, rank, st, cal);
+  bench_adam(o, rank, st, cal);
+  bench_collectives(boot, o, rank, st, cal);
 
   ZEROSIM_CUBLAS_CHECK(cublasDestroy(blas));
   ZEROSIM_CUDA_CHECK(cudaStreamDestroy(st));
