@@ -3,7 +3,7 @@
 // NCCL's algorithm and protocol choice, its latency and bandwidth, zerosim's launch and pipeline
 // terms, and, when a Topology is given, the fabric factor of the routed flows (nccl_plan.h).
 // No contention between collectives: each one is timed alone (the flow-level backend is where
-// collectives share links). Drop-in replacement for AnalyticalComm.
+// collectives share links). Drop-in replacement for AlphaBetaComm.
 #include <cstdint>
 #include <map>
 #include <queue>

@@ -5,7 +5,7 @@
 #include <set>
 #include <cstdio>
 
-#include "sim/collective/analytical.h"
+#include "sim/collective/alpha_beta.h"
 #include "sim/collective/flow_backend.h"
 #include "sim/collective/nccl_backend.h"
 #include "sim/core/error.h"
@@ -260,7 +260,7 @@ Simulation simulate_step(const Scenario& s) {
   ComputeCost compute(s, sim.plan);
   switch (s.sim.network) {
     case NetworkModel::AlphaBeta: {
-      AnalyticalComm comm(s.cluster);
+      AlphaBetaComm comm(s.cluster);
       sim.result = run_engine(plan, compute, comm);
       break;
     }

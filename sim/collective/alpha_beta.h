@@ -1,7 +1,7 @@
 #pragma once
-// Analytical (alpha-beta) collectives without contention: NCCL's ring algorithm over the group,
-// with the bus bandwidth of the slowest link class the ring crosses. Fast, and the reference the
-// flow-level network must agree with when nothing contends.
+// Alpha-beta collectives (`sim.network=alpha-beta`) without contention: NCCL's ring algorithm over
+// the group, with the bus bandwidth of the slowest link class the ring crosses. Fast, and the
+// reference the flow-level network must agree with when nothing contends.
 //
 //   time = f(kind, n) * S / B_bus + steps(kind, n) * alpha
 //   f = 2(n-1)/n all-reduce; (n-1)/n reduce-scatter, all-gather, all-to-all; 1 broadcast,
@@ -20,7 +20,7 @@
 
 namespace zerosim {
 
-// NCCL-achieved fractions of link bandwidth and per-step latencies; sources in analytical.cpp.
+// NCCL-achieved fractions of link bandwidth and per-step latencies; sources in alpha_beta.cpp.
 struct LinkConstants {
   double nvlink_efficiency = 0;
   double network_efficiency = 0;
@@ -35,7 +35,7 @@ struct CollectiveCost {
 };
 
 // Cost of a collective over n ranks of which at most members_per_node share a node.
-CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
+CollectiveCost alpha_beta_collective(const ClusterSpec& c, const LinkConstants& k,
                                      CollectiveKind kind, Bytes bytes, int n,
                                      int members_per_node, bool inter_node);
 
@@ -44,9 +44,9 @@ CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& 
 void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
                      int& members_per_node, bool& inter_node);
 
-class AnalyticalComm : public CommBackend {
+class AlphaBetaComm : public CommBackend {
  public:
-  explicit AnalyticalComm(const ClusterSpec& cluster)
+  explicit AlphaBetaComm(const ClusterSpec& cluster)
       : cluster_(cluster), k_(default_link_constants(cluster)) {}
   void start(const Plan& plan, std::uint32_t c, SimTime now) override;
   SimTime next_completion() const override;

@@ -1,4 +1,4 @@
-#include "sim/collective/analytical.h"
+#include "sim/collective/alpha_beta.h"
 
 #include <algorithm>
 #include <map>
@@ -31,7 +31,7 @@ void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
   inter_node = per_node.size() > 1;
 }
 
-CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
+CollectiveCost alpha_beta_collective(const ClusterSpec& c, const LinkConstants& k,
                                      CollectiveKind kind, Bytes bytes, int n,
                                      int members_per_node, bool inter) {
   CollectiveCost out;
@@ -61,7 +61,7 @@ CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& 
   return out;
 }
 
-const AnalyticalComm::GroupShape& AnalyticalComm::shape(const Plan& plan, int g) {
+const AlphaBetaComm::GroupShape& AlphaBetaComm::shape(const Plan& plan, int g) {
   if (shapes_.empty()) shapes_.resize(plan.num_groups());
   GroupShape& s = shapes_[g];
   if (s.n == 0) {
@@ -71,19 +71,19 @@ const AnalyticalComm::GroupShape& AnalyticalComm::shape(const Plan& plan, int g)
   return s;
 }
 
-void AnalyticalComm::start(const Plan& plan, std::uint32_t c, SimTime now) {
+void AlphaBetaComm::start(const Plan& plan, std::uint32_t c, SimTime now) {
   const Collective& coll = plan.collectives[c];
   const GroupShape& g = shape(plan, coll.group);
   CollectiveCost cost =
-      analytical_collective(cluster_, k_, coll.kind, coll.bytes, g.n, g.members_per_node, g.inter);
+      alpha_beta_collective(cluster_, k_, coll.kind, coll.bytes, g.n, g.members_per_node, g.inter);
   heap_.push({now + seconds_to_ps(cost.seconds), c});
 }
 
-SimTime AnalyticalComm::next_completion() const {
+SimTime AlphaBetaComm::next_completion() const {
   return heap_.empty() ? kNever : heap_.top().end;
 }
 
-void AnalyticalComm::pop_completed(SimTime now, std::vector<std::uint32_t>& done) {
+void AlphaBetaComm::pop_completed(SimTime now, std::vector<std::uint32_t>& done) {
   while (!heap_.empty() && heap_.top().end == now) {
     done.push_back(heap_.top().c);
     heap_.pop();
