@@ -71,23 +71,12 @@ const AlphaBetaComm::GroupShape& AlphaBetaComm::shape(const Plan& plan, int g) {
   return s;
 }
 
-void AlphaBetaComm::start(const Plan& plan, std::uint32_t c, SimTime now) {
+SimTime AlphaBetaComm::collective_duration(const Plan& plan, std::uint32_t c) {
   const Collective& coll = plan.collectives[c];
   const GroupShape& g = shape(plan, coll.group);
   CollectiveCost cost =
       alpha_beta_collective(cluster_, k_, coll.kind, coll.bytes, g.n, g.members_per_node, g.inter);
-  heap_.push({now + seconds_to_ps(cost.seconds), c});
-}
-
-SimTime AlphaBetaComm::next_completion() const {
-  return heap_.empty() ? kNever : heap_.top().end;
-}
-
-void AlphaBetaComm::pop_completed(SimTime now, std::vector<std::uint32_t>& done) {
-  while (!heap_.empty() && heap_.top().end == now) {
-    done.push_back(heap_.top().c);
-    heap_.pop();
-  }
+  return seconds_to_ps(cost.seconds);
 }
 
 }  // namespace zerosim

@@ -12,11 +12,10 @@
 // edges as it has group members (one channel per member's NIC rail), so
 // B_bus = min(NVLink, members-per-node x NIC bandwidth per GPU) x efficiency.
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "sim/cluster/cluster.h"
-#include "sim/core/engine.h"
+#include "sim/collective/fixed_duration_comm.h"
 
 namespace zerosim {
 
@@ -44,20 +43,15 @@ CollectiveCost alpha_beta_collective(const ClusterSpec& c, const LinkConstants& 
 void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
                      int& members_per_node, bool& inter_node);
 
-class AlphaBetaComm : public CommBackend {
+class AlphaBetaComm : public FixedDurationComm {
  public:
   explicit AlphaBetaComm(const ClusterSpec& cluster)
       : cluster_(cluster), k_(default_link_constants(cluster)) {}
-  void start(const Plan& plan, std::uint32_t c, SimTime now) override;
-  SimTime next_completion() const override;
-  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override;
+
+ protected:
+  SimTime collective_duration(const Plan& plan, std::uint32_t c) override;
 
  private:
-  struct Pending {
-    SimTime end;
-    std::uint32_t c;
-    bool operator>(const Pending& o) const { return end != o.end ? end > o.end : c > o.c; }
-  };
   // Per group: members per node and whether it spans nodes, computed once.
   struct GroupShape {
     int n = 0, members_per_node = 0;
@@ -68,7 +62,6 @@ class AlphaBetaComm : public CommBackend {
   const ClusterSpec& cluster_;
   LinkConstants k_;
   std::vector<GroupShape> shapes_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> heap_;
 };
 
 }  // namespace zerosim
