@@ -3,15 +3,14 @@
 #include <algorithm>
 #include <map>
 
+#include "sim/cluster/gpu_generation.h"
+
 namespace zerosim {
 
 LinkConstants default_link_constants(const ClusterSpec& c) {
   LinkConstants k;
-  // NVLink: nccl-tests all_reduce on 8x A100 SXM saturates at 234.9 GB/s bus bandwidth of the
-  // 300 GB/s per direction (Bekman, ML Engineering, network chapter; shared/validation/
-  // collectives.json "dgx-a100-1node-allreduce-nccltests") = 0.78. NVIDIA's nccl-tests
-  // maintainers quote ~370 GB/s ring busbw on H100's 450 GB/s (nccl-tests issues) = 0.82.
-  k.nvlink_efficiency = c.gpu.name.find("A100") != std::string::npos ? 0.78 : 0.82;
+  // NVLink: measured ring busbw / NVLink bandwidth, per GPU generation (sources there).
+  k.nvlink_efficiency = generation_constants(c.gpu.generation).nvlink_ring_efficiency;
   // Network: DGX A100 with 8x HDR reaches ~192 GB/s all-reduce busbw of 200 GB/s per node (NCCL
   // maintainers, nccl-tests issues) = 0.96; NDR400 gives 46-48 of 50 GB/s per NIC = 0.94.
   k.network_efficiency = 0.94;

@@ -1,7 +1,6 @@
 #include "sim/collective/nccl_graph.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -208,20 +207,13 @@ void search_nvls(const ClusterSpec& c, const Constants& k, bool nvls_enable, Com
 }  // namespace
 
 Arch arch_of(const GpuSpec& gpu) {
-  std::string n = gpu.name;
-  for (char& ch : n) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
-  if (has("V100")) return Arch::Volta;
-  if (has("B200") || has("B100") || has("B300") || has("GB200") || has("GB300")) {
-    return Arch::Blackwell;
+  switch (gpu.generation) {
+    case GpuGeneration::Volta: return Arch::Volta;
+    case GpuGeneration::Ampere: return Arch::Ampere;
+    case GpuGeneration::Hopper: return Arch::Hopper;
+    case GpuGeneration::Blackwell: return Arch::Blackwell;
   }
-  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) return Arch::Hopper;
-  if (has("A100") || has("A800")) return Arch::Ampere;
-  // Unknown name: by dense BF16 peak (V100 has none; A100 312; H100 989; B200 2250).
-  if (gpu.peak_tflops_bf16 <= 0) return Arch::Volta;
-  if (gpu.peak_tflops_bf16 < 500) return Arch::Ampere;
-  if (gpu.peak_tflops_bf16 < 1500) return Arch::Hopper;
-  return Arch::Blackwell;
+  return Arch::Hopper;
 }
 
 CommGraph search_graphs(const ClusterSpec& cluster, std::span<const std::int32_t> ranks,

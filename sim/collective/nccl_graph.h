@@ -12,7 +12,7 @@
 
 namespace zerosim::nccl {
 
-// GPU generation from the GPU name (V100/A100/H100/H200/B200...), else from its peak BF16.
+// NCCL's per-arch table row (VOLTA/AMPERE/HOPPER/BLACKWELL_COMPCAP_IDX) of the GPU's generation.
 Arch arch_of(const GpuSpec& gpu);
 
 // One of NCCL's graphs as its search would leave it: channels x per-channel GB/s.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/cluster/gpu_generation.h"
+
 namespace zerosim {
 
 // Sources of the defaults in ComputeConstants:
@@ -13,7 +15,8 @@ namespace zerosim {
 //    MAMF, fitted once over the published cases (docs/VALIDATION.md), the same for every GPU.
 //  - FlashAttention-2 reaches 50-73 % of A100 peak, forward faster than backward (Dao 2023,
 //    arXiv:2307.08691, abstract and Fig. 4-6), but only ~35 % of H100 peak (Shah et al. 2024,
-//    FlashAttention-3, arXiv:2407.08608, introduction); see flash_attention_efficiency.
+//    FlashAttention-3, arXiv:2407.08608, introduction); per generation in
+//    sim/cluster/gpu_generation.cpp.
 //  - Communication beside compute: NCCL runs its collectives as CUDA kernels on up to 16-32
 //    channels (one SM each) and contends for HBM; overlapped compute kernels slow down by
 //    10-30 % (Rashidi et al., ISCA 2021, "Enabling compute-communication overlap in distributed
@@ -51,16 +54,8 @@ double sat(double d, double knee) { return d / (d + knee); }
 }  // namespace
 
 AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu) {
-  const std::string& n = gpu.name;
-  if (n.find("H100") != std::string::npos || n.find("H200") != std::string::npos ||
-      n.find("GH200") != std::string::npos) {
-    return {0.38, 0.30};  // FA2 on Hopper: ~335-380 TFLOP/s forward of 989 (FA3 paper)
-  }
-  if (n.find("B200") != std::string::npos || n.find("GB200") != std::string::npos) {
-    return {0.38, 0.30};  // assumption: Hopper-like until Blackwell kernels are measured
-  }
-  if (n.find("V100") != std::string::npos) return {0.40, 0.30};  // assumption (FA1 era, no FA2)
-  return {0.62, 0.48};  // A100: FA2 paper Fig. 4: ~190-230 TFLOP/s forward, ~150-170 backward
+  const GenerationConstants& g = generation_constants(gpu.generation);
+  return {g.flash_forward, g.flash_backward};
 }
 
 ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c)

@@ -31,7 +31,7 @@ struct ComputeConstants {
 };
 
 // FlashAttention-2 forward and backward rates as a share of the GPU's dense peak, by GPU
-// generation (sources in compute_cost.cpp).
+// generation (sources in sim/cluster/gpu_generation.cpp).
 struct AttentionEfficiency {
   double forward = 0, backward = 0;
 };
