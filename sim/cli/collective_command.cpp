@@ -139,7 +139,7 @@ po::options_description collective_options(CollectiveArgs& a) {
 }
 
 // Parse errors as InputError: an unknown option names the command, a bad value its flag.
-void parse_collective_args(const std::vector<std::string>& args, CollectiveArgs& a,
+void parse_collective_args(const std::vector<std::string>& args,
                            const po::options_description& d) {
   try {
     cli::parse(args, d, {});
@@ -265,7 +265,7 @@ json prediction_row(Bytes bytes, const nccl::Prediction& p) {
 int run_collective_command(const std::vector<std::string>& args) {
   CollectiveArgs a;
   const po::options_description options = collective_options(a);
-  parse_collective_args(args, a, options);
+  parse_collective_args(args, options);
   if (a.help) {
     std::cout << options;
     return 0;

@@ -5,8 +5,10 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 #include <variant>
 
+#include "sim/cluster/gpu_generation.h"
 #include "sim/core/error.h"
 #include "sim/input/quantity.h"
 
@@ -53,11 +55,12 @@ namespace {
 // One table of fields per struct drives parsing, validation and serialisation, so that the
 // three cannot drift apart and the list of valid keys for error messages is always complete.
 
-enum class Kind { Text, Flag, Integer, Number, Bytes, Bandwidth, Time };
+enum class Kind { Text, Flag, Integer, Number, Bytes, Bandwidth, Time, Generation };
 enum class Rule { Any, Positive, NonNegative, AtLeastOne, Fraction };
 
 template <class S>
-using Member = std::variant<std::string S::*, bool S::*, int S::*, std::int64_t S::*, double S::*>;
+using Member = std::variant<std::string S::*, bool S::*, int S::*, std::int64_t S::*, double S::*,
+                            GpuGeneration S::*>;
 
 template <class S>
 struct Field {
@@ -70,6 +73,7 @@ struct Field {
 const std::vector<Field<GpuSpec>>& gpu_fields() {
   static const std::vector<Field<GpuSpec>> fields = {
       {"name", Kind::Text, Rule::Any, &GpuSpec::name},
+      {"generation", Kind::Generation, Rule::Any, &GpuSpec::generation},
       {"peak_tflops_fp16", Kind::Number, Rule::Positive, &GpuSpec::peak_tflops_fp16},
       {"peak_tflops_bf16", Kind::Number, Rule::NonNegative, &GpuSpec::peak_tflops_bf16},
       {"peak_tflops_tf32", Kind::Number, Rule::NonNegative, &GpuSpec::peak_tflops_tf32},
@@ -207,6 +211,13 @@ void parse_field(const Field<S>& f, const nlohmann::json& v, const std::string& 
       if (!v.is_string()) throw InputError(path, "expected a string, got " + v.dump());
       out.*std::get<std::string S::*>(f.member) = v.get<std::string>();
       return;
+    case Kind::Generation:
+      if (!v.is_string()) {
+        throw InputError(path, "expected one of " + join_list(gpu_generation_names()) + ", got " +
+                                   v.dump());
+      }
+      out.*std::get<GpuGeneration S::*>(f.member) = parse_gpu_generation(v.get<std::string>(), path);
+      return;
     case Kind::Flag:
       if (!v.is_boolean()) throw InputError(path, "expected true or false, got " + v.dump());
       out.*std::get<bool S::*>(f.member) = v.get<bool>();
@@ -240,7 +251,15 @@ void parse_field(const Field<S>& f, const nlohmann::json& v, const std::string& 
 
 template <class S>
 nlohmann::json field_to_json(const Field<S>& f, const S& s) {
-  return std::visit([&](auto member) { return nlohmann::json(s.*member); }, f.member);
+  return std::visit(
+      [&](auto member) {
+        if constexpr (std::is_same_v<decltype(member), GpuGeneration S::*>) {
+          return nlohmann::json(to_string(s.*member));
+        } else {
+          return nlohmann::json(s.*member);
+        }
+      },
+      f.member);
 }
 
 // Every field is required: presets and inline clusters must be complete, so nothing silently
@@ -255,7 +274,13 @@ S parse_struct(const nlohmann::json& object, const std::vector<Field<S>>& fields
   S out{};
   for (const auto& f : fields) {
     std::string path = key_join(key_path, f.key);
-    if (!object.contains(f.key)) throw InputError(path, "missing (every field is required)");
+    if (!object.contains(f.key)) {
+      // Inline clusters written before the field existed fail here: say what it takes.
+      throw InputError(path, f.kind == Kind::Generation
+                                 ? "missing (every field is required): the GPU's architecture, "
+                                   "one of " + join_list(gpu_generation_names())
+                                 : "missing (every field is required)");
+    }
     parse_field(f, object.at(f.key), path, out);
   }
   return out;

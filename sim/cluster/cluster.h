@@ -12,8 +12,15 @@ namespace zerosim {
 enum class Precision { Fp32, Tf32, Fp16, Bf16, Fp8 };
 std::string to_string(Precision p);
 
+// The GPU's architecture generation, as its preset states it (`gpu.generation`). What differs by
+// generation (NCCL's table rows, kernel rates: sim/cluster/gpu_generation.h) keys on this, never
+// on the GPU's name.
+enum class GpuGeneration : std::uint8_t { Volta, Ampere, Hopper, Blackwell };
+std::string to_string(GpuGeneration g);  // "volta", "ampere", "hopper", "blackwell"
+
 struct GpuSpec {
   std::string name;                 // "A100-SXM4-80GB"
+  GpuGeneration generation = GpuGeneration::Hopper;  // always set by cluster_from_json
   double peak_tflops_fp16 = 0;      // dense tensor-core peak
   double peak_tflops_bf16 = 0;
   double peak_tflops_tf32 = 0;
@@ -87,6 +94,8 @@ std::string cluster_preset_description(const std::string& name);
 // gives every field itself. num_gpus must be a multiple of gpus_per_node, except that fewer GPUs
 // than one node holds mean one partial node (nodes = 1, gpus_per_node = num_gpus).
 // nvlink_domain_gpus is capped at num_gpus. Overridden fields get a "sources" entry saying so.
+// gpu.generation follows the same rule: a preset's overrides inherit it (a renamed GPU keeps its
+// preset's generation unless "generation" is overridden too); an inline cluster must state it.
 // Throws InputError with the key path on any bad value.
 ClusterSpec cluster_from_json(const nlohmann::json& value, const std::string& key_path);
 

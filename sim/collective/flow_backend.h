@@ -2,7 +2,7 @@
 // FlowComm: the flow-level CommBackend (`sim.network=flow`). Collectives become flows on the
 // cluster's topology and share its links max-min fairly with every other collective in flight,
 // so a pipeline send and a data-parallel all-reduce crossing the same NIC slow each other down.
-// The analytical backends (analytical.h, nccl_backend.h) stay as the fast path without contention.
+// The closed-form backends (alpha_beta.h, nccl_backend.h) stay as the fast path without contention.
 //
 // What start() does with collective c of group g
 // ----------------------------------------------

@@ -17,24 +17,13 @@ SimTime NcclAnalyticalComm::duration(CollectiveKind kind, Bytes bytes,
   return t;
 }
 
-void NcclAnalyticalComm::start(const Plan& plan, std::uint32_t c, SimTime now) {
+SimTime NcclAnalyticalComm::collective_duration(const Plan& plan, std::uint32_t c) {
   const Collective& coll = plan.collectives[c];
   // cost_members: the cluster ranks the collective really spans (differs from the plan's ranks
   // when the plan is folded by symmetry).
   std::span<const std::int32_t> ranks(plan.cost_members(coll.group),
                                       static_cast<std::size_t>(plan.cost_size(coll.group)));
-  heap_.push({now + duration(coll.kind, coll.bytes, ranks), c});
-}
-
-SimTime NcclAnalyticalComm::next_completion() const {
-  return heap_.empty() ? kNever : heap_.top().end;
-}
-
-void NcclAnalyticalComm::pop_completed(SimTime now, std::vector<std::uint32_t>& done) {
-  while (!heap_.empty() && heap_.top().end == now) {
-    done.push_back(heap_.top().c);
-    heap_.pop();
-  }
+  return duration(coll.kind, coll.bytes, ranks);
 }
 
 }  // namespace zerosim::nccl

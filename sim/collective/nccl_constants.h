@@ -1,7 +1,8 @@
 #pragma once
 // NCCL's tuning constants, one table per NCCL version, each value copied from NCCL's source at a
 // release tag and cited there (nccl_constants.cpp). Only facts live here (numbers and which
-// refinement a release applies); the formulas that read them are in nccl_model.cpp.
+// refinement a release applies); the formulas that read them are in nccl_graph.cpp and
+// nccl_tuning.cpp.
 //
 // Versions carried, and the releases each one stands for:
 //   V2_18  v2.18.5-1   releases up to 2.18 (older presets' 2.4 / 2.8 / 2.10 map here: their
@@ -11,6 +12,7 @@
 //   V2_27  v2.27.7-1   2.25 and later (adds Blackwell rows and PAT)
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace zerosim::nccl {
@@ -27,6 +29,13 @@ inline constexpr int kNumHw = 3;
 enum class Arch : std::uint8_t { Volta, Ampere, Hopper, Blackwell };
 inline constexpr int kNumArch = 4;
 enum class Version : std::uint8_t { V2_18, V2_21, V2_27 };
+
+// An enum of NCCL's ordering as the index of its row in the tables below (and in CommInfo's).
+template <class E>
+  requires std::is_enum_v<E>
+constexpr int idx(E e) {
+  return static_cast<int>(e);
+}
 
 const char* algo_name(Algo a);    // "ring", "tree", "nvls", "nvls_tree", "pat", ...
 const char* proto_name(Proto p);  // "LL", "LL128", "Simple"

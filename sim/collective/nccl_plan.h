@@ -1,7 +1,7 @@
 #pragma once
 // A collective as flows: what a flow-level network backend injects for one NCCL call.
 //
-// build_plan() takes NCCL's choice (nccl_model.h) and lays it out the way NCCL runs it:
+// build_plan() takes NCCL's choice (nccl_tuning.h) and lays it out the way NCCL runs it:
 //   Ring      per channel, one ring over the group: nodes (NVLink domains) in communicator order,
 //             and inside a node the members in order starting at the GPU that owns the channel's
 //             NIC, so consecutive nodes are joined NIC k to NIC k of the same rail (channel c uses

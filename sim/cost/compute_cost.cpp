@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/cluster/gpu_generation.h"
+#include "sim/cost/work_kernels.h"
+
 namespace zerosim {
 
 // Sources of the defaults in ComputeConstants:
@@ -13,7 +16,8 @@ namespace zerosim {
 //    MAMF, fitted once over the published cases (docs/VALIDATION.md), the same for every GPU.
 //  - FlashAttention-2 reaches 50-73 % of A100 peak, forward faster than backward (Dao 2023,
 //    arXiv:2307.08691, abstract and Fig. 4-6), but only ~35 % of H100 peak (Shah et al. 2024,
-//    FlashAttention-3, arXiv:2407.08608, introduction); see flash_attention_efficiency.
+//    FlashAttention-3, arXiv:2407.08608, introduction); per generation in
+//    sim/cluster/gpu_generation.cpp.
 //  - Communication beside compute: NCCL runs its collectives as CUDA kernels on up to 16-32
 //    channels (one SM each) and contends for HBM; overlapped compute kernels slow down by
 //    10-30 % (Rashidi et al., ISCA 2021, "Enabling compute-communication overlap in distributed
@@ -51,16 +55,8 @@ double sat(double d, double knee) { return d / (d + knee); }
 }  // namespace
 
 AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu) {
-  const std::string& n = gpu.name;
-  if (n.find("H100") != std::string::npos || n.find("H200") != std::string::npos ||
-      n.find("GH200") != std::string::npos) {
-    return {0.38, 0.30};  // FA2 on Hopper: ~335-380 TFLOP/s forward of 989 (FA3 paper)
-  }
-  if (n.find("B200") != std::string::npos || n.find("GB200") != std::string::npos) {
-    return {0.38, 0.30};  // assumption: Hopper-like until Blackwell kernels are measured
-  }
-  if (n.find("V100") != std::string::npos) return {0.40, 0.30};  // assumption (FA1 era, no FA2)
-  return {0.62, 0.48};  // A100: FA2 paper Fig. 4: ~190-230 TFLOP/s forward, ~150-170 backward
+  const GenerationConstants& g = generation_constants(gpu.generation);
+  return {g.flash_forward, g.flash_backward};
 }
 
 ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c)
@@ -155,65 +151,49 @@ double ComputeCost::gemm_seconds(const Gemm& g) const {
 
 double ComputeCost::bytes_seconds(double bytes) const { return bytes / hbm_bytes_per_s_; }
 
+double ComputeCost::attention_seconds(double flops, bool backward) const {
+  const double flash_share = backward ? flash_.backward : flash_.forward;
+  return flops / (s_.training.flash_attention ? peak_flops_ * flash_share
+                                              : gemm_flops_ * c_.unfused_attention_efficiency);
+}
+
+// A layer block's passes: GEMMs (backward prices dgrad and wgrad at the forward shape's rate),
+// the attention core, the elementwise kernels and the launch gaps.
+double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) const {
+  double gemms = 0;
+  for (const Gemm& g : k.gemms) gemms += gemm_seconds(g);
+  double t = k.passes * gemms;
+  if (k.attention_flops) t += attention_seconds(*k.attention_flops, backward);
+  t += k.passes * bytes_seconds(*k.elementwise_bytes);
+  t += k.passes * (c_.kernel_overhead_s * c_.kernels_per_block);
+  return t;
+}
+
 double ComputeCost::block_seconds(WorkKind kind) const {
-  const ModelSpec& m = s_.model;
-  const double tp = s_.parallel.tp;
-  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
-  const bool flash = s_.training.flash_attention;
+  const WorkKernels k = work_kernels(kind, s_, layer_);
   const double overhead = c_.kernel_overhead_s * c_.kernels_per_block;
-  auto gemms = [&](bool attention_block) {
-    double t = 0;
-    for (const Gemm& g : layer_.gemms) {
-      bool is_attention = g.name == "qkv" || g.name == "attn_out";
-      if (is_attention == attention_block) t += gemm_seconds(g);
-    }
-    return t;
-  };
-  const double attn_fwd =
-      layer_.attention_flops / (flash ? peak_flops_ * flash_.forward
-                                      : gemm_flops_ * c_.unfused_attention_efficiency);
-  const double attn_bwd =
-      2.5 * layer_.attention_flops / (flash ? peak_flops_ * flash_.backward
-                                            : gemm_flops_ * c_.unfused_attention_efficiency);
-  const double elementwise_half = bytes_seconds(layer_.elementwise_bytes / 2);
-  const double attention_fwd = gemms(true) + attn_fwd + elementwise_half + overhead;
-  const double mlp_fwd = gemms(false) + elementwise_half + overhead;
   const Recompute rc = s_.parallel.recompute;
   switch (kind) {
-    case WorkKind::AttentionForward: return attention_fwd;
-    case WorkKind::MlpForward: return mlp_fwd;
-    case WorkKind::AttentionBackward: {
-      // dgrad + wgrad GEMMs (2x forward), attention backward, elementwise twice; recomputation
-      // replays the forward (full) or only the attention core (selective).
-      double t = 2 * gemms(true) + attn_bwd + 2 * elementwise_half + 2 * overhead;
-      if (rc == Recompute::Full) t += attention_fwd;
-      if (rc == Recompute::Selective) t += attn_fwd;
-      return t;
-    }
+    case WorkKind::AttentionForward:
+    case WorkKind::MlpForward: return layer_block_seconds(k, false);
+    case WorkKind::AttentionBackward:
     case WorkKind::MlpBackward: {
-      double t = 2 * gemms(false) + 2 * elementwise_half + 2 * overhead;
-      if (rc == Recompute::Full) t += mlp_fwd;
+      // Recomputation replays the forward (full) or only the attention core (selective).
+      const WorkKind fwd = kind == WorkKind::AttentionBackward ? WorkKind::AttentionForward
+                                                               : WorkKind::MlpForward;
+      const WorkKernels forward = work_kernels(fwd, s_, layer_);
+      double t = layer_block_seconds(k, true);
+      if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
+      if (rc == Recompute::Selective && forward.attention_flops) {
+        t += attention_seconds(*forward.attention_flops, false);
+      }
       return t;
     }
-    case WorkKind::HeadForward: {
-      Gemm logits{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s_.parallel.tp,
-                  m.hidden_size, 1};
-      // Cross-entropy in fp32 over the vocab-parallel logits: read 16-bit logits, write and read
-      // fp32 (10 bytes per logit), plus the final norm.
-      double ce = bytes_seconds(10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size);
-      return gemm_seconds(logits) + ce + overhead;
-    }
-    case WorkKind::HeadBackward: {
-      Gemm logits{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s_.parallel.tp,
-                  m.hidden_size, 1};
-      double ce = bytes_seconds(10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size);
-      return 2 * gemm_seconds(logits) + ce + overhead;
-    }
+    case WorkKind::HeadForward:
+    case WorkKind::HeadBackward:
+      return k.passes * gemm_seconds(k.gemms.front()) + bytes_seconds(k.once_bytes) + overhead;
     case WorkKind::EmbedForward:
-      // Gather sbh 16-bit rows (read + write), plus the position embedding add when learned.
-      return bytes_seconds(6.0 * sb * m.hidden_size) + c_.kernel_overhead_s * 2;
-    case WorkKind::EmbedBackward:
-      return bytes_seconds(6.0 * sb * m.hidden_size) + c_.kernel_overhead_s * 2;
+    case WorkKind::EmbedBackward: return bytes_seconds(k.once_bytes) + c_.kernel_overhead_s * 2;
     case WorkKind::OptimizerStep:
     case WorkKind::CpuOptimizerStep:
     case WorkKind::HostToDevice:

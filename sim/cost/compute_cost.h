@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/core/engine.h"
+#include "sim/cost/work_kernels.h"
 #include "sim/parallel/training_plan.h"
 
 namespace zerosim {
@@ -31,7 +32,7 @@ struct ComputeConstants {
 };
 
 // FlashAttention-2 forward and backward rates as a share of the GPU's dense peak, by GPU
-// generation (sources in compute_cost.cpp).
+// generation (sources in sim/cluster/gpu_generation.cpp).
 struct AttentionEfficiency {
   double forward = 0, backward = 0;
 };
@@ -49,6 +50,8 @@ class ComputeCost : public ComputeModel {
   double gemm_seconds(const Gemm& g) const;
   double bytes_seconds(double bytes) const;
   double block_seconds(WorkKind kind) const;
+  double attention_seconds(double flops, bool backward) const;
+  double layer_block_seconds(const WorkKernels& k, bool backward) const;
   double host_seconds(const Work& work) const;
 
   const Scenario& s_;

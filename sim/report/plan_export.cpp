@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/cost/work_kernels.h"
 
 namespace zerosim {
 namespace {
@@ -41,39 +42,10 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
-// The GEMMs a compute op runs: forward shapes as the model gives them; backward as the dgrad
-// (m x k = [m x n] * [n x k]) and wgrad (k x n... as [k x m] * [m x n]) products of each.
-json gemms_of(const Scenario& s, const Work& w, const LayerWork& layer) {
+json gemms_json(const std::vector<Gemm>& gemms) {
   json out = json::array();
-  auto add = [&](const Gemm& g) {
+  for (const Gemm& g : gemms) {
     out.push_back({{"name", g.name}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"count", g.count}});
-  };
-  auto block = [&](bool attention, bool backward) {
-    for (const Gemm& g : layer.gemms) {
-      bool is_attention = g.name == "qkv" || g.name == "attn_out";
-      if (is_attention != attention) continue;
-      if (!backward) {
-        add(g);
-      } else {
-        add({g.name + ".dgrad", g.m, g.k, g.n, g.count});
-        add({g.name + ".wgrad", g.k, g.n, g.m, g.count});
-      }
-    }
-  };
-  const ModelSpec& m = s.model;
-  const std::int64_t tokens = s.training.micro_batch_size * m.seq_length;
-  const Gemm logits{"logits", tokens, m.vocab_size / s.parallel.tp, m.hidden_size, 1};
-  switch (w.kind) {
-    case WorkKind::AttentionForward: block(true, false); break;
-    case WorkKind::AttentionBackward: block(true, true); break;
-    case WorkKind::MlpForward: block(false, false); break;
-    case WorkKind::MlpBackward: block(false, true); break;
-    case WorkKind::HeadForward: add(logits); break;
-    case WorkKind::HeadBackward:
-      add({"logits.dgrad", logits.m, logits.k, logits.n, 1});
-      add({"logits.wgrad", logits.k, logits.n, logits.m, 1});
-      break;
-    default: break;
   }
   return out;
 }
@@ -125,18 +97,11 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
         if (op.kind == OpKind::Compute) {
           const Work& w = sim.plan.works[op.work];
           o["work"] = work_name(w.kind);
-          o["gemms"] = gemms_of(s, w, layer);
-          const bool attention = w.kind == WorkKind::AttentionForward ||
-                                 w.kind == WorkKind::AttentionBackward;
-          const bool mlp = w.kind == WorkKind::MlpForward || w.kind == WorkKind::MlpBackward;
-          const bool backward = w.kind == WorkKind::AttentionBackward || w.kind == WorkKind::MlpBackward;
-          // The layer's elementwise traffic, split evenly between its two blocks as the cost
-          // model does; backward moves it twice.
-          if (attention || mlp) {
-            o["elementwise_bytes"] = layer.elementwise_bytes / 2 * (backward ? 2 : 1);
-          }
-          if (w.kind == WorkKind::AttentionForward) o["attention_flops"] = layer.attention_flops;
-          if (w.kind == WorkKind::AttentionBackward) o["attention_flops"] = 2.5 * layer.attention_flops;
+          const WorkKernels k = work_kernels(w.kind, s, layer);
+          o["gemms"] = gemms_json(gemm_launches(k));
+          // Backward moves the block's elementwise traffic twice.
+          if (k.elementwise_bytes) o["elementwise_bytes"] = *k.elementwise_bytes * k.passes;
+          if (k.attention_flops) o["attention_flops"] = *k.attention_flops;
           if (w.kind == WorkKind::OptimizerStep) o["elements"] = w.elements;
         } else if (op.kind == OpKind::Collective) {
           const Collective& c = plan.collectives[op.work];

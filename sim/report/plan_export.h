@@ -9,7 +9,8 @@
 //        implied by the order of ops on a stream],
 //        compute: "work": attention_forward|..., "gemms": [{"name","m","n","k","count"}] (the
 //                 GEMMs the op runs, backward as dgrad + wgrad shapes), "attention_flops",
-//                 "elementwise_bytes", "elements" (optimizer: parameters updated),
+//                 "elementwise_bytes" (all three as the cost model prices them:
+//                 sim/cost/work_kernels.h), "elements" (optimizer: parameters updated),
 //        collective: "collective": all_reduce|..., "group", "bytes", "peers" (group ranks),
 //        alloc/free: "category", "bytes",
 //        "predicted_start_s", "predicted_duration_s" }]}] }

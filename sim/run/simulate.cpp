@@ -1,58 +1,18 @@
 #include "sim/run/simulate.h"
 
 #include <algorithm>
-#include <queue>
-#include <set>
 #include <cstdio>
 
-#include "sim/collective/analytical.h"
+#include "sim/collective/alpha_beta.h"
 #include "sim/collective/flow_backend.h"
 #include "sim/collective/nccl_backend.h"
+#include "sim/collective/whatif_comm.h"
 #include "sim/core/error.h"
 #include "sim/scenario/scenario.h"
 #include "sim/cost/compute_cost.h"
 
 namespace zerosim {
 namespace {
-
-// Degraded NICs in the closed form: a collective that leaves a degraded node runs at the pace
-// of that node's NICs (a ring or tree is as fast as its slowest link), so it is priced by a
-// model of the cluster whose NICs all run at the degraded rate; others by the healthy model.
-class DegradedNodesComm : public CommBackend {
- public:
-  DegradedNodesComm(const nccl::NcclModel& healthy, const nccl::NcclModel& degraded,
-                    const ClusterSpec& cluster, const std::vector<int>& nodes)
-      : healthy_(healthy), degraded_(degraded), cluster_(cluster) {
-    for (int n : nodes) degraded_node_.insert(n);
-  }
-  void start(const Plan& plan, std::uint32_t c, SimTime now) override {
-    const Collective& coll = plan.collectives[c];
-    const int n = plan.cost_size(coll.group);
-    std::vector<std::int32_t> ranks(plan.cost_members(coll.group), plan.cost_members(coll.group) + n);
-    bool touches = false, inter = false;
-    for (std::int32_t r : ranks) {
-      const int node = r / cluster_.gpus_per_node;
-      touches = touches || degraded_node_.count(node) > 0;
-      inter = inter || node != ranks[0] / cluster_.gpus_per_node;
-    }
-    nccl::NcclAnalyticalComm& comm = touches && inter ? degraded_ : healthy_;
-    heap_.push({now + comm.duration(coll.kind, coll.bytes, ranks), c});
-  }
-  SimTime next_completion() const override { return heap_.empty() ? kNever : heap_.top().first; }
-  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override {
-    while (!heap_.empty() && heap_.top().first == now) {
-      done.push_back(heap_.top().second);
-      heap_.pop();
-    }
-  }
-
- private:
-  nccl::NcclAnalyticalComm healthy_, degraded_;
-  const ClusterSpec& cluster_;
-  std::set<int> degraded_node_;
-  std::priority_queue<std::pair<SimTime, std::uint32_t>, std::vector<std::pair<SimTime, std::uint32_t>>,
-                      std::greater<>> heap_;
-};
 
 // Zero-duration models: the engine then plays ops in dependency and stream order only.
 class NoTime : public ComputeModel {
@@ -260,7 +220,7 @@ Simulation simulate_step(const Scenario& s) {
   ComputeCost compute(s, sim.plan);
   switch (s.sim.network) {
     case NetworkModel::AlphaBeta: {
-      AnalyticalComm comm(s.cluster);
+      AlphaBetaComm comm(s.cluster);
       sim.result = run_engine(plan, compute, comm);
       break;
     }

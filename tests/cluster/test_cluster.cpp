@@ -2,6 +2,7 @@
 // bad input names its key path; unit strings in overrides are parsed.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -255,6 +256,58 @@ TEST(clusterSpec, BadInputsNameTheirKeyPath) {
   inline_obj["preset"] = "inline";
   inline_obj["gpu"].erase("sm_count");
   EXPECT_EQ(error_path(inline_obj), "cluster.gpu.sm_count");
+}
+
+// The generation each preset states is the one the GPU-name guesses it replaced gave, so that no
+// prediction moved when the field was introduced.
+TEST(clusterPresets, EveryPresetStatesItsGeneration) {
+  const std::map<std::string, GpuGeneration> expected = {
+      {"aws-p5-h100", GpuGeneration::Hopper},       {"dgx-2-v100", GpuGeneration::Volta},
+      {"dgx-a100-40gb", GpuGeneration::Ampere},     {"dgx-a100-80gb", GpuGeneration::Ampere},
+      {"dgx-h100", GpuGeneration::Hopper},          {"dgx-h200", GpuGeneration::Hopper},
+      {"gb200-nvl72", GpuGeneration::Blackwell},    {"jean-zay-a100-80gb", GpuGeneration::Ampere},
+      {"meta-h100-96gb-roce", GpuGeneration::Hopper}, {"meta-h100-roce", GpuGeneration::Hopper},
+      {"vtrain-a100-800g", GpuGeneration::Ampere}};
+  ASSERT_EQ(expected.size(), cluster_preset_names().size());
+  for (const auto& name : cluster_preset_names()) {
+    SCOPED_TRACE(name);
+    const ClusterSpec c = load({{"preset", name}});
+    EXPECT_EQ(c.gpu.generation, expected.at(name));
+    EXPECT_EQ(cluster_to_json(c)["gpu"]["generation"], to_string(expected.at(name)));
+  }
+}
+
+// Overrides inherit the preset's generation (a renamed GPU stays what its preset says) or set
+// their own, which is marked like any override; an inline cluster must state it.
+TEST(clusterSpec, GenerationIsInheritedOverriddenOrRequired) {
+  const ClusterSpec renamed = load({{"preset", "dgx-a100-80gb"}, {"gpu", {{"name", "H100-ish"}}}});
+  EXPECT_EQ(renamed.gpu.generation, GpuGeneration::Ampere);
+  const ClusterSpec moved =
+      load({{"preset", "dgx-a100-80gb"}, {"gpu", {{"generation", "hopper"}}}});
+  EXPECT_EQ(moved.gpu.generation, GpuGeneration::Hopper);
+  EXPECT_NE(moved.sources.at("gpu.generation").get<std::string>().find("\"ampere\""),
+            std::string::npos);
+
+  json inline_obj = cluster_to_json(load({{"preset", "dgx-h100"}}));
+  inline_obj["preset"] = "inline";
+  inline_obj["gpu"].erase("generation");
+  try {
+    load(inline_obj);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "cluster.gpu.generation");
+    EXPECT_NE(std::string(e.what()).find("volta, ampere, hopper, blackwell"), std::string::npos);
+  }
+  for (const json& bad : {json("Hopper"), json("h100"), json(9)}) {
+    SCOPED_TRACE(bad.dump());
+    try {
+      load({{"preset", "dgx-h100"}, {"gpu", {{"generation", bad}}}});
+      FAIL();
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.key_path(), "cluster.gpu.generation");
+      EXPECT_NE(std::string(e.what()).find("volta, ampere, hopper, blackwell"), std::string::npos);
+    }
+  }
 }
 
 TEST(clusterSpec, KeyPathIsBuiltFromTheCallersPath) {

@@ -252,19 +252,20 @@ TEST(ncclModel, BadInputs) {
   EXPECT_THROW(old.predict(CollectiveKind::AllReduce, 1024, first(4)), InputError);
 }
 
-TEST(ncclModel, ArchFromGpuName) {
+// NCCL's arch row is the preset's generation, whatever the GPU is called.
+TEST(ncclModel, ArchFromGpuGeneration) {
   GpuSpec g;
-  g.name = "A100-SXM4-80GB";
-  EXPECT_EQ(arch_of(g), Arch::Ampere);
-  g.name = "H200-SXM-141GB";
-  EXPECT_EQ(arch_of(g), Arch::Hopper);
-  g.name = "B200 (GB200 NVL72)";
-  EXPECT_EQ(arch_of(g), Arch::Blackwell);
-  g.name = "V100-SXM3-32GB";
-  EXPECT_EQ(arch_of(g), Arch::Volta);
   g.name = "mystery";
-  g.peak_tflops_bf16 = 989;
+  g.generation = GpuGeneration::Volta;
+  EXPECT_EQ(arch_of(g), Arch::Volta);
+  g.generation = GpuGeneration::Ampere;
+  EXPECT_EQ(arch_of(g), Arch::Ampere);
+  g.generation = GpuGeneration::Hopper;
   EXPECT_EQ(arch_of(g), Arch::Hopper);
+  g.generation = GpuGeneration::Blackwell;
+  EXPECT_EQ(arch_of(g), Arch::Blackwell);
+  EXPECT_EQ(arch_of(preset("gb200-nvl72", 1).gpu), Arch::Blackwell);
+  EXPECT_EQ(arch_of(preset("dgx-2-v100", 1).gpu), Arch::Volta);
 }
 
 struct ZeroCompute : ComputeModel {

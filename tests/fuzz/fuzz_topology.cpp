@@ -5,7 +5,7 @@
 // topology graph and route between GPUs (within a node, across nodes, to the host) with both the
 // default fabric layout and a small-leaf three-tier one.
 #include "sim/cluster/topology.h"
-#include "sim/collective/analytical.h"
+#include "sim/collective/alpha_beta.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {
@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const int n = c.num_gpus();
     for (CollectiveKind kind :
          {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::SendRecv}) {
-      (void)analytical_collective(c, k, kind, Bytes{1} << 30, n, std::min(n, c.gpus_per_node),
+      (void)alpha_beta_collective(c, k, kind, Bytes{1} << 30, n, std::min(n, c.gpus_per_node),
                                   c.nodes > 1);
     }
     if (n > 2048) return;

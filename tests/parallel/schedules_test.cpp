@@ -65,7 +65,9 @@ TEST(schedules, InterleavedKeepsEveryChunkInOrder) {
       for (bool fwd : {true, false}) {
         int next = 0;
         for (const PassStep& s : steps) {
-          if (s.chunk == chunk && s.forward == fwd) EXPECT_EQ(s.mb, next++);
+          if (s.chunk == chunk && s.forward == fwd) {
+            EXPECT_EQ(s.mb, next++);
+          }
         }
       }
     }

@@ -1,7 +1,7 @@
 #pragma once
-// Analytical (alpha-beta) collectives without contention: NCCL's ring algorithm over the group,
-// with the bus bandwidth of the slowest link class the ring crosses. Fast, and the reference the
-// flow-level network must agree with when nothing contends.
+// Alpha-beta collectives (`sim.network=alpha-beta`) without contention: NCCL's ring algorithm over
+// the group, with the bus bandwidth of the slowest link class the ring crosses. Fast, and the
+// reference the flow-level network must agree with when nothing contends.
 //
 //   time = f(kind, n) * S / B_bus + steps(kind, n) * alpha
 //   f = 2(n-1)/n all-reduce; (n-1)/n reduce-scatter, all-gather, all-to-all; 1 broadcast,
@@ -12,15 +12,14 @@
 // edges as it has group members (one channel per member's NIC rail), so
 // B_bus = min(NVLink, members-per-node x NIC bandwidth per GPU) x efficiency.
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "sim/cluster/cluster.h"
-#include "sim/core/engine.h"
+#include "sim/collective/fixed_duration_comm.h"
 
 namespace zerosim {
 
-// NCCL-achieved fractions of link bandwidth and per-step latencies; sources in analytical.cpp.
+// NCCL-achieved fractions of link bandwidth and per-step latencies; sources in alpha_beta.cpp.
 struct LinkConstants {
   double nvlink_efficiency = 0;
   double network_efficiency = 0;
@@ -35,7 +34,7 @@ struct CollectiveCost {
 };
 
 // Cost of a collective over n ranks of which at most members_per_node share a node.
-CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
+CollectiveCost alpha_beta_collective(const ClusterSpec& c, const LinkConstants& k,
                                      CollectiveKind kind, Bytes bytes, int n,
                                      int members_per_node, bool inter_node);
 
@@ -44,20 +43,15 @@ CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& 
 void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
                      int& members_per_node, bool& inter_node);
 
-class AnalyticalComm : public CommBackend {
+class AlphaBetaComm : public FixedDurationComm {
  public:
-  explicit AnalyticalComm(const ClusterSpec& cluster)
+  explicit AlphaBetaComm(const ClusterSpec& cluster)
       : cluster_(cluster), k_(default_link_constants(cluster)) {}
-  void start(const Plan& plan, std::uint32_t c, SimTime now) override;
-  SimTime next_completion() const override;
-  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override;
+
+ protected:
+  SimTime collective_duration(const Plan& plan, std::uint32_t c) override;
 
  private:
-  struct Pending {
-    SimTime end;
-    std::uint32_t c;
-    bool operator>(const Pending& o) const { return end != o.end ? end > o.end : c > o.c; }
-  };
   // Per group: members per node and whether it spans nodes, computed once.
   struct GroupShape {
     int n = 0, members_per_node = 0;
@@ -68,7 +62,6 @@ class AnalyticalComm : public CommBackend {
   const ClusterSpec& cluster_;
   LinkConstants k_;
   std::vector<GroupShape> shapes_;
-  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> heap_;
 };
 
 }  // namespace zerosim

@@ -1,17 +1,16 @@
-#include "sim/collective/analytical.h"
+#include "sim/collective/alpha_beta.h"
 
 #include <algorithm>
 #include <map>
+
+#include "sim/cluster/gpu_generation.h"
 
 namespace zerosim {
 
 LinkConstants default_link_constants(const ClusterSpec& c) {
   LinkConstants k;
-  // NVLink: nccl-tests all_reduce on 8x A100 SXM saturates at 234.9 GB/s bus bandwidth of the
-  // 300 GB/s per direction (Bekman, ML Engineering, network chapter; shared/validation/
-  // collectives.json "dgx-a100-1node-allreduce-nccltests") = 0.78. NVIDIA's nccl-tests
-  // maintainers quote ~370 GB/s ring busbw on H100's 450 GB/s (nccl-tests issues) = 0.82.
-  k.nvlink_efficiency = c.gpu.name.find("A100") != std::string::npos ? 0.78 : 0.82;
+  // NVLink: measured ring busbw / NVLink bandwidth, per GPU generation (sources there).
+  k.nvlink_efficiency = generation_constants(c.gpu.generation).nvlink_ring_efficiency;
   // Network: DGX A100 with 8x HDR reaches ~192 GB/s all-reduce busbw of 200 GB/s per node (NCCL
   // maintainers, nccl-tests issues) = 0.96; NDR400 gives 46-48 of 50 GB/s per NIC = 0.94.
   k.network_efficiency = 0.94;
@@ -31,7 +30,7 @@ void group_placement(const ClusterSpec& c, const std::int32_t* ranks, int n,
   inter_node = per_node.size() > 1;
 }
 
-CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& k,
+CollectiveCost alpha_beta_collective(const ClusterSpec& c, const LinkConstants& k,
                                      CollectiveKind kind, Bytes bytes, int n,
                                      int members_per_node, bool inter) {
   CollectiveCost out;
@@ -61,7 +60,7 @@ CollectiveCost analytical_collective(const ClusterSpec& c, const LinkConstants& 
   return out;
 }
 
-const AnalyticalComm::GroupShape& AnalyticalComm::shape(const Plan& plan, int g) {
+const AlphaBetaComm::GroupShape& AlphaBetaComm::shape(const Plan& plan, int g) {
   if (shapes_.empty()) shapes_.resize(plan.num_groups());
   GroupShape& s = shapes_[g];
   if (s.n == 0) {
@@ -71,23 +70,12 @@ const AnalyticalComm::GroupShape& AnalyticalComm::shape(const Plan& plan, int g)
   return s;
 }
 
-void AnalyticalComm::start(const Plan& plan, std::uint32_t c, SimTime now) {
+SimTime AlphaBetaComm::collective_duration(const Plan& plan, std::uint32_t c) {
   const Collective& coll = plan.collectives[c];
   const GroupShape& g = shape(plan, coll.group);
   CollectiveCost cost =
-      analytical_collective(cluster_, k_, coll.kind, coll.bytes, g.n, g.members_per_node, g.inter);
-  heap_.push({now + seconds_to_ps(cost.seconds), c});
-}
-
-SimTime AnalyticalComm::next_completion() const {
-  return heap_.empty() ? kNever : heap_.top().end;
-}
-
-void AnalyticalComm::pop_completed(SimTime now, std::vector<std::uint32_t>& done) {
-  while (!heap_.empty() && heap_.top().end == now) {
-    done.push_back(heap_.top().c);
-    heap_.pop();
-  }
+      alpha_beta_collective(cluster_, k_, coll.kind, coll.bytes, g.n, g.members_per_node, g.inter);
+  return seconds_to_ps(cost.seconds);
 }
 
 }  // namespace zerosim

@@ -1,0 +1,50 @@
+#include "sim/cluster/gpu_generation.h"
+
+#include "sim/core/error.h"
+
+namespace zerosim {
+
+namespace {
+
+// Indexed by GpuGeneration.
+const GenerationConstants kConstants[] = {
+    // Volta. Attention: assumption (FlashAttention-1 era, no FA2). NVLink: no V100 curve in
+    // collectives.json; ASSUMPTION: Hopper's 0.82.
+    {0.40, 0.30, 0.82},
+    // Ampere. Attention: FA2 paper (Dao 2023, arXiv:2307.08691) Fig. 4: ~190-230 TFLOP/s forward,
+    // ~150-170 backward of A100's 312. NVLink: nccl-tests all_reduce on 8x A100 SXM saturates at
+    // 234.9 GB/s bus bandwidth of the 300 GB/s per direction (Bekman, ML Engineering, network
+    // chapter; shared/validation/collectives.json "dgx-a100-1node-allreduce-nccltests") = 0.78.
+    {0.62, 0.48, 0.78},
+    // Hopper. Attention: FA2 reaches ~335-380 TFLOP/s forward of H100's 989 (Shah et al. 2024,
+    // FlashAttention-3, arXiv:2407.08608, introduction). NVLink: NVIDIA's nccl-tests maintainers
+    // quote ~370 GB/s ring busbw on H100's 450 GB/s (nccl-tests issues) = 0.82.
+    {0.38, 0.30, 0.82},
+    // Blackwell. Attention: assumption, Hopper-like until Blackwell kernels are measured. NVLink:
+    // ASSUMPTION: Hopper's 0.82 (not fitted to the B200 curves of collectives.json).
+    {0.38, 0.30, 0.82},
+};
+
+}  // namespace
+
+const GenerationConstants& generation_constants(GpuGeneration g) {
+  return kConstants[static_cast<int>(g)];
+}
+
+const std::vector<std::string>& gpu_generation_names() {
+  static const std::vector<std::string> names = {"volta", "ampere", "hopper", "blackwell"};
+  return names;
+}
+
+std::string to_string(GpuGeneration g) { return gpu_generation_names()[static_cast<int>(g)]; }
+
+GpuGeneration parse_gpu_generation(const std::string& text, const std::string& key_path) {
+  const std::vector<std::string>& names = gpu_generation_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) return static_cast<GpuGeneration>(i);
+  }
+  throw InputError(key_path, "unknown GPU generation '" + text + "'" + did_you_mean(text, names) +
+                                 "; allowed: " + join_list(names));
+}
+
+}  // namespace zerosim

@@ -1,0 +1,68 @@
+#include "sim/cost/work_kernels.h"
+
+#include <cstdint>
+
+namespace zerosim {
+
+namespace {
+
+bool is_attention_gemm(const Gemm& g) { return g.name == "qkv" || g.name == "attn_out"; }
+
+std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
+  std::vector<Gemm> out;
+  for (const Gemm& g : layer.gemms) {
+    if (is_attention_gemm(g) == attention) out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace
+
+WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer) {
+  const ModelSpec& m = s.model;
+  const double tp = s.parallel.tp;
+  const double sb = static_cast<double>(s.training.micro_batch_size) * m.seq_length;
+  const bool backward = kind == WorkKind::AttentionBackward || kind == WorkKind::MlpBackward ||
+                        kind == WorkKind::HeadBackward || kind == WorkKind::EmbedBackward;
+  WorkKernels k;
+  k.passes = backward ? 2 : 1;
+  switch (kind) {
+    case WorkKind::AttentionForward:
+    case WorkKind::AttentionBackward:
+      k.gemms = block_gemms(layer, true);
+      k.attention_flops = backward ? 2.5 * layer.attention_flops : layer.attention_flops;
+      k.elementwise_bytes = layer.elementwise_bytes / 2;
+      break;
+    case WorkKind::MlpForward:
+    case WorkKind::MlpBackward:
+      k.gemms = block_gemms(layer, false);
+      k.elementwise_bytes = layer.elementwise_bytes / 2;
+      break;
+    case WorkKind::HeadForward:
+    case WorkKind::HeadBackward:
+      k.gemms = {{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s.parallel.tp,
+                  m.hidden_size, 1}};
+      // Read 16-bit logits, write and read fp32 (10 bytes per logit), plus the final norm.
+      k.once_bytes = 10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size;
+      break;
+    case WorkKind::EmbedForward:
+    case WorkKind::EmbedBackward:
+      // Gather sbh 16-bit rows (read + write), plus the position embedding add when learned.
+      k.once_bytes = 6.0 * sb * m.hidden_size;
+      break;
+    default: break;  // optimizer steps, copies, quantization, host work: priced elsewhere
+  }
+  return k;
+}
+
+std::vector<Gemm> gemm_launches(const WorkKernels& k) {
+  if (k.passes == 1) return k.gemms;
+  std::vector<Gemm> out;
+  for (const Gemm& g : k.gemms) {
+    out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count});
+    out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count});
+  }
+  return out;
+}
+
+}  // namespace zerosim

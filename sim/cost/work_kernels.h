@@ -1,0 +1,40 @@
+#pragma once
+// What a compute Work of the training plan runs on its GPU: which GEMMs, how much attention-core
+// work and how much elementwise traffic each WorkKind stands for, decided here once. The cost model
+// prices it (compute_cost.cpp) and `zerosim plan` exports it (sim/report/plan_export.cpp), so the
+// ops validate/ replays on GPUs are the ops that were priced.
+#include <optional>
+#include <vector>
+
+#include "sim/model/model.h"
+#include "sim/parallel/training_plan.h"
+
+namespace zerosim {
+
+struct WorkKernels {
+  // Forward shapes: a layer block's weight GEMMs (TP-split) or the head's logits GEMM.
+  std::vector<Gemm> gemms;
+  // Backward runs every GEMM twice (dgrad and wgrad, each the forward's FLOPs), the block's
+  // elementwise kernels twice and its kernel launches twice.
+  int passes = 1;
+  // Attention blocks only: the attention core's FLOPs (QK^T and attention x V). Its backward
+  // recomputes and differentiates both products: 2.5x the forward (FlashAttention-2's count).
+  std::optional<double> attention_flops;
+  // Layer blocks only: HBM bytes of one pass of the block's elementwise kernels (norm,
+  // activation, softmax, dropout, residual), half the layer's.
+  std::optional<double> elementwise_bytes;
+  // HBM bytes moved once whatever the pass: the head's fp32 cross-entropy over the
+  // vocab-parallel logits and the final norm, or the embedding's row gather.
+  double once_bytes = 0;
+};
+
+// The kernels of a Work of kind `kind` in scenario `s`, whose layer is `layer`
+// (layer_forward_work of the scenario's micro-batch, TP and attention settings). Optimizer steps,
+// copies and host work run none of these: all empty.
+WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer);
+
+// The GEMMs as launched: the forward shapes, or in backward each one's dgrad
+// (m x k = [m x n] * [n x k]) then wgrad (k x n = [k x m] * [m x n]).
+std::vector<Gemm> gemm_launches(const WorkKernels& k);
+
+}  // namespace zerosim

@@ -1,0 +1,92 @@
+// What a Work runs (sim/cost/work_kernels.h) is decided once: the shapes are the layer's, backward
+// doubles the passes, and `zerosim plan` exports exactly the GEMMs the cost model priced.
+#include <gtest/gtest.h>
+
+#include "sim/cost/work_kernels.h"
+#include "sim/report/plan_export.h"
+#include "sim/run/simulate.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+Scenario scenario() {
+  return resolve_scenario({{"model", "gpt3-1.3b"},
+                           {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}},
+                           {"training", {{"micro_batch_size", 2}}},
+                           {"parallel", {{"tp", 2}}}});
+}
+
+LayerWork layer_of(const Scenario& s) {
+  return layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
+                            s.parallel.sequence_parallel, s.training.flash_attention);
+}
+
+TEST(workKernels, LayerBlocksSplitTheLayer) {
+  const Scenario s = scenario();
+  const LayerWork layer = layer_of(s);
+  const WorkKernels attn = work_kernels(WorkKind::AttentionForward, s, layer);
+  const WorkKernels mlp = work_kernels(WorkKind::MlpForward, s, layer);
+  EXPECT_EQ(attn.gemms.size() + mlp.gemms.size(), layer.gemms.size());
+  ASSERT_FALSE(attn.gemms.empty());
+  EXPECT_EQ(attn.gemms.front().name, "qkv");
+  EXPECT_EQ(attn.passes, 1);
+  ASSERT_TRUE(attn.attention_flops && attn.elementwise_bytes && mlp.elementwise_bytes);
+  EXPECT_EQ(*attn.attention_flops, layer.attention_flops);
+  EXPECT_FALSE(mlp.attention_flops);
+  EXPECT_EQ(*attn.elementwise_bytes + *mlp.elementwise_bytes, layer.elementwise_bytes);
+
+  const WorkKernels back = work_kernels(WorkKind::AttentionBackward, s, layer);
+  EXPECT_EQ(back.passes, 2);
+  EXPECT_EQ(*back.attention_flops, 2.5 * layer.attention_flops);
+  const std::vector<Gemm> launched = gemm_launches(back);
+  ASSERT_EQ(launched.size(), 2 * attn.gemms.size());
+  const Gemm& f = attn.gemms.front();
+  EXPECT_EQ(launched[0].name, "qkv.dgrad");
+  EXPECT_EQ(launched[0].flops(), f.flops());
+  EXPECT_EQ(launched[0].n, f.k);
+  EXPECT_EQ(launched[1].name, "qkv.wgrad");
+  EXPECT_EQ(launched[1].m, f.k);
+}
+
+TEST(workKernels, HeadEmbeddingAndHostWork) {
+  const Scenario s = scenario();
+  const LayerWork layer = layer_of(s);
+  const WorkKernels head = work_kernels(WorkKind::HeadForward, s, layer);
+  ASSERT_EQ(head.gemms.size(), 1u);
+  EXPECT_EQ(head.gemms[0].m, s.training.micro_batch_size * s.model.seq_length);
+  EXPECT_EQ(head.gemms[0].n, s.model.vocab_size / s.parallel.tp);
+  EXPECT_EQ(head.gemms[0].k, s.model.hidden_size);
+  EXPECT_GT(head.once_bytes, 0);
+  EXPECT_EQ(work_kernels(WorkKind::HeadBackward, s, layer).once_bytes, head.once_bytes);
+  EXPECT_TRUE(work_kernels(WorkKind::EmbedForward, s, layer).gemms.empty());
+  const WorkKernels opt = work_kernels(WorkKind::OptimizerStep, s, layer);
+  EXPECT_TRUE(opt.gemms.empty());
+  EXPECT_FALSE(opt.attention_flops || opt.elementwise_bytes);
+  EXPECT_EQ(opt.once_bytes, 0);
+}
+
+TEST(workKernels, PlanExportListsTheGemmsThatWerePriced) {
+  const Scenario s = scenario();
+  const LayerWork layer = layer_of(s);
+  const Simulation sim = simulate_step(s);
+  const json doc = export_plan(s, sim, 0);
+  int checked = 0;
+  for (const json& op : doc["ranks"][0]["ops"]) {
+    if (op["kind"] != "compute" || op["work"] != "attention_backward") continue;
+    const std::vector<Gemm> launched =
+        gemm_launches(work_kernels(WorkKind::AttentionBackward, s, layer));
+    ASSERT_EQ(op["gemms"].size(), launched.size());
+    for (std::size_t i = 0; i < launched.size(); ++i) {
+      EXPECT_EQ(op["gemms"][i]["name"], launched[i].name);
+      EXPECT_EQ(op["gemms"][i]["m"], launched[i].m);
+    }
+    EXPECT_EQ(op["attention_flops"].get<double>(), 2.5 * layer.attention_flops);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+}  // namespace zerosim
