@@ -95,111 +95,7 @@ void check_fits(const Scenario& s, const StepReport& rep) {
                                  "parallel.recompute, or pass --allow-oom to simulate anyway");
 }
 
-// The op whose end released `op` (the latest-ending explicit dependency), looking through the
-// zero-duration alloc/free ops to what released them.
-OpId releaser(const Plan& plan, const EngineResult& r, OpId op) {
-  for (int depth = 0; depth < 8; ++depth) {
-    const Op& o = plan.ops[op];
-    OpId best = kNoOp;
-    for (std::uint32_t i = 0; i < o.dep_count; ++i) {
-      OpId d = plan.deps[o.dep_begin + i];
-      if (best == kNoOp || r.end[d] > r.end[best]) best = d;
-    }
-    if (best == kNoOp || r.end[best] < r.start[op]) return kNoOp;
-    const OpKind k = plan.ops[best].kind;
-    if (k != OpKind::Alloc && k != OpKind::Free) return best;
-    op = best;
-  }
-  return kNoOp;
-}
-
 }  // namespace
-
-Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp) {
-  const Plan& plan = tp.plan;
-  Rank0Bytes out;
-  for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
-    const Op& op = plan.ops[id];
-    if (op.kind != OpKind::Collective) continue;
-    const Collective& c = plan.collectives[op.work];
-    // A pipeline transfer is sent by its first member only.
-    if (c.kind == CollectiveKind::SendRecv && plan.members[c.member_begin] != id) continue;
-    const int n = plan.cost_size(c.group);
-    const int kind = static_cast<int>(tp.group_kind[c.group]);
-    const double sent = ring_bytes_sent(c.kind, n, c.bytes);
-    out.sent[kind] += sent;
-    // A ring over n ranks, k of them per node, crosses nodes on n/k of its n edges, so 1/k of
-    // what a rank sends leaves its node; a send/recv between two nodes leaves it whole.
-    int per_node = 0;
-    bool inter = false;
-    group_placement(cluster, plan.cost_members(c.group), n, per_node, inter);
-    if (inter) out.internode[kind] += c.kind == CollectiveKind::SendRecv ? sent : sent / per_node;
-  }
-  return out;
-}
-
-StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, int rank) {
-  const Plan& plan = tp.plan;
-  StepBreakdown b;
-  SimTime busy_until = 0;
-  SimTime last_end = 0;
-  auto charge_comm = [&](OpId c_op, double seconds, bool waited) {
-    const Collective& c = plan.collectives[plan.ops[c_op].work];
-    const int kind = static_cast<int>(tp.group_kind[c.group]);
-    if (kind == static_cast<int>(GroupKind::Pp) && waited) {
-      const double transfer = ps_to_seconds(r.end[c_op] - r.start[c_op]);
-      const double exposed = std::min(seconds, transfer);
-      b.exposed_by_group[kind] += exposed;
-      b.bubble_s += seconds - exposed;
-    } else {
-      b.exposed_by_group[kind] += seconds;
-    }
-  };
-  SimTime host_end = 0;  // when the rank's last host work (copy, CPU step) ends
-  for (OpId id = 0; id < plan.ops.size(); ++id) {
-    const Op& op = plan.ops[id];
-    if (op.rank != rank) continue;
-    if (op.kind == OpKind::Copy || op.stream == Stream::Cpu) host_end = std::max(host_end, r.end[id]);
-    if (op.stream == Stream::Cpu && op.kind == OpKind::Compute) {
-      b.cpu_step_s += ps_to_seconds(r.end[id] - r.start[id]);
-    }
-    if (op.stream != Stream::Compute) continue;
-    const SimTime gap = r.start[id] - busy_until;
-    if (gap > 0) {
-      OpId why = releaser(plan, r, id);
-      if (why != kNoOp && plan.ops[why].kind == OpKind::Collective) {
-        charge_comm(why, ps_to_seconds(gap), true);
-      } else if (why != kNoOp && (plan.ops[why].kind == OpKind::Copy ||
-                                  plan.ops[why].stream == Stream::Cpu)) {
-        b.offload_s += ps_to_seconds(gap);
-      } else {
-        b.other_s += ps_to_seconds(gap);
-      }
-    }
-    const double d = ps_to_seconds(r.end[id] - r.start[id]);
-    if (op.kind == OpKind::Compute) {
-      if (op.phase == Phase::Forward) b.forward_s += d;
-      if (op.phase == Phase::Backward) b.backward_s += d;
-      if (op.phase == Phase::Optimizer) b.optimizer_s += d;
-    } else if (op.kind == OpKind::Collective) {
-      charge_comm(id, d, false);
-    } else if (op.kind == OpKind::Copy) {
-      b.offload_s += d;  // a PCIe copy queued on the compute stream blocks it
-    }
-    busy_until = std::max(busy_until, r.end[id]);
-    last_end = std::max(last_end, r.end[id]);
-  }
-  // After its last op a rank waits for the slowest one: pipeline drain with PP, else other.
-  // After its last compute-stream op a rank waits for the slowest one (pipeline drain with PP)
-  // or for its own host work still running (offload: the CPU step, copies).
-  host_end = std::max(host_end, last_end);
-  const double host_tail = ps_to_seconds(host_end - last_end);
-  b.offload_s += host_tail;
-  const double tail = ps_to_seconds(r.makespan - host_end);
-  if (tp.stages.size() > 1) b.bubble_s += tail; else b.other_s += tail;
-  b.exposed_comm_s = b.exposed_by_group[0] + b.exposed_by_group[1] + b.exposed_by_group[2];
-  return b;
-}
 
 StepReport memory_report(const Scenario& s) {
   TrainingPlan tp = build_training_plan(s, true);
@@ -213,30 +109,42 @@ StepReport memory_report(const Scenario& s) {
   return rep;
 }
 
-Simulation simulate_step(const Scenario& s) {
-  Simulation sim;
-  sim.plan = build_training_plan(s, s.sim.folded);
+namespace {
+
+BackgroundJob background_job(const WhatIf& w) {
+  BackgroundJob job;
+  job.nodes = w.background_nodes;
+  job.placement = w.background_placement == WhatIf::Placement::After
+                      ? BackgroundJob::Placement::After
+                      : BackgroundJob::Placement::Interleaved;
+  job.pattern = w.background_pattern == WhatIf::Pattern::AllToAll ? BackgroundJob::Pattern::AllToAll
+                                                                   : BackgroundJob::Pattern::Ring;
+  job.load = w.background_load;
+  return job;
+}
+
+// Plays the plan on the scenario's network backend with its what-ifs applied.
+void play_step(const Scenario& s, ComputeCost& compute, Simulation& sim) {
   const Plan& plan = sim.plan.plan;
-  ComputeCost compute(s, sim.plan);
   switch (s.sim.network) {
     case NetworkModel::AlphaBeta: {
       AlphaBetaComm comm(s.cluster);
       sim.result = run_engine(plan, compute, comm);
-      break;
+      return;
     }
     case NetworkModel::Analytical: {
       nccl::NcclModel model(s.cluster);
       if (s.whatif.degraded_nodes.empty()) {
         nccl::NcclAnalyticalComm comm(model);
         sim.result = run_engine(plan, compute, comm);
-      } else {
-        ClusterSpec slow = s.cluster;
-        slow.nic_bandwidth *= s.whatif.nic_bandwidth_factor;
-        nccl::NcclModel degraded(slow);
-        DegradedNodesComm comm(model, degraded, s.cluster, s.whatif.degraded_nodes);
-        sim.result = run_engine(plan, compute, comm);
+        return;
       }
-      break;
+      ClusterSpec slow = s.cluster;
+      slow.nic_bandwidth *= s.whatif.nic_bandwidth_factor;
+      nccl::NcclModel degraded(slow);
+      DegradedNodesComm comm(model, degraded, s.cluster, s.whatif.degraded_nodes);
+      sim.result = run_engine(plan, compute, comm);
+      return;
     }
     case NetworkModel::Flow: {
       std::vector<std::uint8_t> classes;
@@ -247,24 +155,24 @@ Simulation simulate_step(const Scenario& s) {
         options.replica_rank_stride = s.parallel.tp;  // Megatron's order: tp, then dp, then pp
       }
       FlowComm comm(s.cluster, options, classes);
-      if (s.whatif.background_nodes > 0) {  // first: it rebuilds the fabric with the other job
-        BackgroundJob job;
-        job.nodes = s.whatif.background_nodes;
-        job.placement = s.whatif.background_placement == WhatIf::Placement::After
-                            ? BackgroundJob::Placement::After
-                            : BackgroundJob::Placement::Interleaved;
-        job.pattern = s.whatif.background_pattern == WhatIf::Pattern::AllToAll
-                          ? BackgroundJob::Pattern::AllToAll
-                          : BackgroundJob::Pattern::Ring;
-        job.load = s.whatif.background_load;
-        comm.add_background_job(job);
-      }
+      // First: the other job rebuilds the fabric.
+      if (s.whatif.background_nodes > 0) comm.add_background_job(background_job(s.whatif));
       for (int node : s.whatif.degraded_nodes) comm.scale_node_nics(node, s.whatif.nic_bandwidth_factor);
       sim.result = run_engine(plan, compute, comm);
       sim.network = comm.link_report(sim.result.makespan).to_json();
-      break;
+      return;
     }
   }
+}
+
+}  // namespace
+
+Simulation simulate_step(const Scenario& s) {
+  Simulation sim;
+  sim.plan = build_training_plan(s, s.sim.folded);
+  const Plan& plan = sim.plan.plan;
+  ComputeCost compute(s, sim.plan);
+  play_step(s, compute, sim);
   const EngineResult& r = sim.result;
   StepReport& rep = sim.report;
   rep.params = count_params(s.model).total;

@@ -54,7 +54,8 @@ struct Simulation {
 };
 
 // Simulates one step. Unless scenario.sim.allow_oom, a step whose peak memory exceeds the GPU's
-// throws InputError naming what to change (checked before any time is simulated).
+// throws InputError naming what to change (checked after the step is played: the peak depends on
+// when each op runs).
 Simulation simulate_step(const Scenario& s);
 
 StepBreakdown breakdown_of_rank(const TrainingPlan& plan, const EngineResult& r, int rank);
