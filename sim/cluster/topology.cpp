@@ -101,186 +101,223 @@ std::vector<int> local_nics_of(const ClusterSpec& c, int local_rank) {
   return out;
 }
 
-Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
-  if (c.nodes < 1 || c.gpus_per_node < 1) {
-    throw InputError("cluster.nodes", "a topology needs at least one node with one GPU");
-  }
-  if (!(c.nvlink_bandwidth > 0) && c.gpus_per_node > 1) {
-    throw InputError("cluster.nvlink_bandwidth", "must be > 0 to connect the GPUs of a node");
-  }
-  const bool rail = c.topology == "rail-fat-tree";
-  if (!rail && c.topology != "clos") {
-    throw InputError("cluster.topology", "unknown topology '" + c.topology +
-                                             "'; expected one of: rail-fat-tree, clos");
-  }
-  if (c.nodes > 1 && c.nics_per_node < 1) {
-    throw InputError("cluster.nics_per_node", "a multi-node cluster needs at least one NIC per node");
-  }
-  if (c.nics_per_node > 0 && !(c.nic_bandwidth > 0)) {
-    throw InputError("cluster.nic_bandwidth", "must be > 0");
-  }
+// Builds a Topology in tiers: the GPUs and their NVLink domains, each node's host, PCIe switches
+// and NICs, then the scale-out fabric's leaves and the tiers above them.
+class TopologyBuilder {
+ public:
+  TopologyBuilder(const ClusterSpec& c, const TopologyOptions& opt)
+      : c_(c), opt_(opt), rail_(c.topology == "rail-fat-tree"), gpn_(c.gpus_per_node),
+        nics_(c.nics_per_node), num_gpus_(c.nodes * c.gpus_per_node) {}
 
-  Topology t;
-  t.nodes_ = c.nodes;
-  t.gpus_per_node_ = c.gpus_per_node;
-  t.nics_per_node_ = c.nics_per_node;
-  t.nvswitch_ = c.nvswitch;
-  const int gpn = c.gpus_per_node;
-  const int nics = c.nics_per_node;
-  const int num_gpus = c.nodes * gpn;
-  const int domain_size = std::max(1, std::min(c.nvlink_domain_gpus, num_gpus));
-  const int num_domains = (num_gpus + domain_size - 1) / domain_size;
-  const double pcie = c.pcie_bandwidth > 0 ? c.pcie_bandwidth : c.nic_bandwidth;
-
-  if (opt.routing != Routing::Auto) {
-    t.routing_ = opt.routing;
-  } else {
-    t.routing_ = (c.fabric == "infiniband" || c.fabric == "omnipath") ? Routing::DestinationModK
-                 : c.fabric == "efa"                                  ? Routing::Spray
-                                                                      : Routing::EcmpHash;
-  }
-
-  // GPUs, then the NVLink domains.
-  for (int r = 0; r < num_gpus; ++r) {
-    t.gpu_.push_back(t.add_vertex({VertexKind::Gpu, r / gpn, r, r / domain_size}));
-  }
-  if (c.nvswitch) {
-    for (int d = 0; d < num_domains; ++d) {
-      VertexId s = t.add_vertex({VertexKind::NvSwitch, -1, d, d});
-      t.nvs_.push_back(s);
-      for (int r = d * domain_size; r < std::min(num_gpus, (d + 1) * domain_size); ++r) {
-        t.add_duplex(t.gpu_[r], s, c.nvlink_bandwidth, c.nvlink_latency / 2, LinkClass::NvLink);
-      }
+  Topology build() {
+    check();
+    t_.nodes_ = c_.nodes;
+    t_.gpus_per_node_ = gpn_;
+    t_.nics_per_node_ = nics_;
+    t_.nvswitch_ = c_.nvswitch;
+    if (opt_.routing != Routing::Auto) {
+      t_.routing_ = opt_.routing;
+    } else {
+      t_.routing_ = (c_.fabric == "infiniband" || c_.fabric == "omnipath") ? Routing::DestinationModK
+                    : c_.fabric == "efa"                                    ? Routing::Spray
+                                                                            : Routing::EcmpHash;
     }
-  } else if (domain_size > 1) {
-    const double per_pair = c.nvlink_bandwidth / (domain_size - 1);
-    for (int d = 0; d < num_domains; ++d) {
-      const int end = std::min(num_gpus, (d + 1) * domain_size);
-      for (int a = d * domain_size; a < end; ++a) {
-        for (int b = a + 1; b < end; ++b) {
-          t.add_duplex(t.gpu_[a], t.gpu_[b], per_pair, c.nvlink_latency, LinkClass::NvLink);
+    scale_up();
+    hosts();
+    if (nics_ > 0) fabric();
+    return std::move(t_);
+  }
+
+ private:
+  void check() const {
+    if (c_.nodes < 1 || c_.gpus_per_node < 1) {
+      throw InputError("cluster.nodes", "a topology needs at least one node with one GPU");
+    }
+    if (!(c_.nvlink_bandwidth > 0) && c_.gpus_per_node > 1) {
+      throw InputError("cluster.nvlink_bandwidth", "must be > 0 to connect the GPUs of a node");
+    }
+    if (!rail_ && c_.topology != "clos") {
+      throw InputError("cluster.topology", "unknown topology '" + c_.topology +
+                                               "'; expected one of: rail-fat-tree, clos");
+    }
+    if (c_.nodes > 1 && c_.nics_per_node < 1) {
+      throw InputError("cluster.nics_per_node",
+                       "a multi-node cluster needs at least one NIC per node");
+    }
+    if (c_.nics_per_node > 0 && !(c_.nic_bandwidth > 0)) {
+      throw InputError("cluster.nic_bandwidth", "must be > 0");
+    }
+  }
+
+  // GPUs, then the NVLink domains: an NVSwitch per domain, or all-to-all links shared evenly.
+  void scale_up() {
+    const int domain_size = std::max(1, std::min(c_.nvlink_domain_gpus, num_gpus_));
+    const int num_domains = (num_gpus_ + domain_size - 1) / domain_size;
+    for (int r = 0; r < num_gpus_; ++r) {
+      t_.gpu_.push_back(t_.add_vertex({VertexKind::Gpu, r / gpn_, r, r / domain_size}));
+    }
+    if (c_.nvswitch) {
+      for (int d = 0; d < num_domains; ++d) {
+        VertexId s = t_.add_vertex({VertexKind::NvSwitch, -1, d, d});
+        t_.nvs_.push_back(s);
+        for (int r = d * domain_size; r < std::min(num_gpus_, (d + 1) * domain_size); ++r) {
+          t_.add_duplex(t_.gpu_[r], s, c_.nvlink_bandwidth, c_.nvlink_latency / 2, LinkClass::NvLink);
+        }
+      }
+    } else if (domain_size > 1) {
+      const double per_pair = c_.nvlink_bandwidth / (domain_size - 1);
+      for (int d = 0; d < num_domains; ++d) {
+        const int end = std::min(num_gpus_, (d + 1) * domain_size);
+        for (int a = d * domain_size; a < end; ++a) {
+          for (int b = a + 1; b < end; ++b) {
+            t_.add_duplex(t_.gpu_[a], t_.gpu_[b], per_pair, c_.nvlink_latency, LinkClass::NvLink);
+          }
         }
       }
     }
   }
 
   // Hosts, PCIe switches and NICs.
-  const int per_node_switches = nics > 0 ? std::min(gpn, nics) : gpn;
-  t.gpu_pcie_.assign(num_gpus, -1);
-  t.nic_pcie_.assign(static_cast<std::size_t>(c.nodes) * nics, -1);
-  t.nic_address_.assign(static_cast<std::size_t>(c.nodes) * nics, 0);
-  for (int n = 0; n < c.nodes; ++n) {
-    VertexId host = t.add_vertex({VertexKind::Host, n, n, -1});
-    t.host_.push_back(host);
-    const int first_switch = static_cast<int>(t.pcie_.size());
-    for (int s = 0; s < per_node_switches; ++s) {
-      t.pcie_.push_back(t.add_vertex({VertexKind::PcieSwitch, n, first_switch + s, -1}));
-      t.pcie_gpus_.emplace_back();
-      t.pcie_nics_.emplace_back();
-    }
-    for (int g = 0; g < gpn; ++g) {
-      const int s = first_switch + g * per_node_switches / gpn;
-      t.gpu_pcie_[n * gpn + g] = s;
-      t.pcie_gpus_[s].push_back(g);
-      t.add_duplex(t.gpu_[n * gpn + g], t.pcie_[s], pcie, kPcieLinkLatency, LinkClass::Pcie);
-    }
-    for (int s = first_switch; s < first_switch + per_node_switches; ++s) {
-      const double up = pcie * std::max<std::size_t>(1, t.pcie_gpus_[s].size());
-      t.add_duplex(t.pcie_[s], host, up, kPcieLinkLatency, LinkClass::Pcie);
-    }
-    for (int k = 0; k < nics; ++k) {
-      const int s = first_switch + k * per_node_switches / nics;
-      VertexId nic = t.add_vertex({VertexKind::Nic, n, k, -1});
-      t.nic_.push_back(nic);
-      t.nic_pcie_[n * nics + k] = s;
-      t.pcie_nics_[s].push_back(k);
-      t.add_duplex(nic, t.pcie_[s], std::max(pcie, c.nic_bandwidth), kPcieLinkLatency,
-                   LinkClass::Pcie);
+  void hosts() {
+    const double pcie = c_.pcie_bandwidth > 0 ? c_.pcie_bandwidth : c_.nic_bandwidth;
+    const int per_node_switches = nics_ > 0 ? std::min(gpn_, nics_) : gpn_;
+    t_.gpu_pcie_.assign(num_gpus_, -1);
+    t_.nic_pcie_.assign(static_cast<std::size_t>(c_.nodes) * nics_, -1);
+    t_.nic_address_.assign(static_cast<std::size_t>(c_.nodes) * nics_, 0);
+    for (int n = 0; n < c_.nodes; ++n) {
+      VertexId host = t_.add_vertex({VertexKind::Host, n, n, -1});
+      t_.host_.push_back(host);
+      const int first_switch = static_cast<int>(t_.pcie_.size());
+      for (int s = 0; s < per_node_switches; ++s) {
+        t_.pcie_.push_back(t_.add_vertex({VertexKind::PcieSwitch, n, first_switch + s, -1}));
+        t_.pcie_gpus_.emplace_back();
+        t_.pcie_nics_.emplace_back();
+      }
+      for (int g = 0; g < gpn_; ++g) {
+        const int s = first_switch + g * per_node_switches / gpn_;
+        t_.gpu_pcie_[n * gpn_ + g] = s;
+        t_.pcie_gpus_[s].push_back(g);
+        t_.add_duplex(t_.gpu_[n * gpn_ + g], t_.pcie_[s], pcie, kPcieLinkLatency, LinkClass::Pcie);
+      }
+      for (int s = first_switch; s < first_switch + per_node_switches; ++s) {
+        const double up = pcie * std::max<std::size_t>(1, t_.pcie_gpus_[s].size());
+        t_.add_duplex(t_.pcie_[s], host, up, kPcieLinkLatency, LinkClass::Pcie);
+      }
+      for (int k = 0; k < nics_; ++k) {
+        const int s = first_switch + k * per_node_switches / nics_;
+        VertexId nic = t_.add_vertex({VertexKind::Nic, n, k, -1});
+        t_.nic_.push_back(nic);
+        t_.nic_pcie_[n * nics_ + k] = s;
+        t_.pcie_nics_[s].push_back(k);
+        t_.add_duplex(nic, t_.pcie_[s], std::max(pcie, c_.nic_bandwidth), kPcieLinkLatency,
+                      LinkClass::Pcie);
+      }
     }
   }
 
-  // Scale-out fabric.
-  if (nics > 0) {
-    int per_leaf = opt.nodes_per_leaf > 0
-                       ? opt.nodes_per_leaf
-                       : (rail ? std::min(c.nodes, kLeafDownPorts)
-                               : std::max(1, kLeafDownPorts / nics));
+  // Scale-out fabric: leaves (one per rail and scalable unit, or one per rack), then spines, and
+  // with three tiers and several pods, cores.
+  void fabric() {
+    int per_leaf = opt_.nodes_per_leaf > 0
+                       ? opt_.nodes_per_leaf
+                       : (rail_ ? std::min(c_.nodes, kLeafDownPorts)
+                                : std::max(1, kLeafDownPorts / nics_));
     per_leaf = std::max(1, per_leaf);
-    t.nodes_per_leaf_ = per_leaf;
-    const int units = (c.nodes + per_leaf - 1) / per_leaf;
-    const int down = rail ? per_leaf : per_leaf * nics;  // nominal downlinks per leaf
-    double ratio = opt.oversubscription >= 1 ? opt.oversubscription : c.oversubscription;
+    t_.nodes_per_leaf_ = per_leaf;
+    const int down = rail_ ? per_leaf : per_leaf * nics_;  // nominal downlinks per leaf
+    double ratio = opt_.oversubscription >= 1 ? opt_.oversubscription : c_.oversubscription;
     if (!(ratio >= 1)) ratio = 1;
     // A sprayed fabric spreads every flow evenly over all its equal-cost paths, so each tier's
     // parallel links carry equal loads and act as one bundle of their summed capacity: one spine
     // per pod and one core, with bundle links, is that fabric's max-min allocation exactly.
-    const bool spray = t.routing_ == Routing::Spray;
-    const int up_links = spray ? 1 : std::max(1, static_cast<int>(std::lround(down / ratio)));
-    const double up_each = down * c.nic_bandwidth / ratio / up_links;
-    const double half = c.nic_latency / 2;
-
-    for (int u = 0; u < units; ++u) {
-      const int leaves_here = rail ? nics : 1;
-      for (int k = 0; k < leaves_here; ++k) {
-        VertexId leaf = t.add_vertex({VertexKind::Leaf, -1, static_cast<int>(t.leaves_.size()), u});
-        t.leaves_.push_back(leaf);
-        // A NIC's routing address is its leaf's ordinal times the leaf's nominal ports, plus its
-        // port on the leaf: the order OpenSM's fat-tree routing assigns destinations in.
-        const std::uint32_t base = static_cast<std::uint32_t>(t.leaves_.size() - 1) * down;
-        std::uint32_t port = 0;
-        for (int n = u * per_leaf; n < std::min(c.nodes, (u + 1) * per_leaf); ++n) {
-          for (int j = rail ? k : 0; j < (rail ? k + 1 : nics); ++j) {
-            t.add_duplex(t.nic_[n * nics + j], leaf, c.nic_bandwidth, half, LinkClass::Network);
-            t.nic_address_[n * nics + j] = base + port++;
-          }
+    spray_ = t_.routing_ == Routing::Spray;
+    up_links_ = spray_ ? 1 : std::max(1, static_cast<int>(std::lround(down / ratio)));
+    up_each_ = down * c_.nic_bandwidth / ratio / up_links_;
+    leaves(per_leaf, down);
+    const int num_leaves = static_cast<int>(t_.leaves_.size());
+    if (num_leaves <= 1) return;
+    const int per_pod = opt_.leaves_per_pod > 0
+                            ? opt_.leaves_per_pod
+                            : (rail_ ? kDefaultSusPerPod * nics_ : kDefaultTorsPerPod);
+    const int pods = (num_leaves + per_pod - 1) / per_pod;
+    if (c_.fabric_tiers >= 3 && pods > 1) {
+      spines_and_cores(per_pod, pods);
+    } else {
+      for (int j = 0; j < up_links_; ++j) {
+        VertexId spine = t_.add_vertex({VertexKind::Spine, -1, j, 0});
+        ++t_.num_spines_;
+        for (int i = 0; i < num_leaves; ++i) {
+          t_.add_duplex(t_.leaves_[i], spine, up_each_, kSwitchLinkLatency, LinkClass::Network);
         }
       }
     }
+  }
 
-    const int num_leaves = static_cast<int>(t.leaves_.size());
-    if (num_leaves > 1) {
-      int per_pod = opt.leaves_per_pod > 0 ? opt.leaves_per_pod
-                                            : (rail ? kDefaultSusPerPod * nics : kDefaultTorsPerPod);
-      const int pods = (num_leaves + per_pod - 1) / per_pod;
-      if (c.fabric_tiers >= 3 && pods > 1) {
-        std::vector<std::vector<VertexId>> spines(pods);
-        for (int p = 0; p < pods; ++p) {
-          for (int j = 0; j < up_links; ++j) {
-            spines[p].push_back(t.add_vertex({VertexKind::Spine, -1, p * up_links + j, p}));
-            ++t.num_spines_;
-          }
-          for (int i = p * per_pod; i < std::min(num_leaves, (p + 1) * per_pod); ++i) {
-            for (int j = 0; j < up_links; ++j) {
-              t.add_duplex(t.leaves_[i], spines[p][j], up_each, kSwitchLinkLatency,
-                           LinkClass::Network);
-            }
-          }
-        }
-        // Core plane j joins spine j of every pod with per_pod cores: each spine has as much
-        // capacity up as down.
-        const int cores_per_plane = spray ? 1 : per_pod;
-        const double core_each = spray ? up_each * per_pod : up_each;
-        for (int j = 0; j < up_links; ++j) {
-          for (int u = 0; u < cores_per_plane; ++u) {
-            VertexId core = t.add_vertex({VertexKind::Core, -1, j * cores_per_plane + u, j});
-            ++t.num_cores_;
-            for (int p = 0; p < pods; ++p) {
-              t.add_duplex(spines[p][j], core, core_each, kSwitchLinkLatency, LinkClass::Network);
-            }
-          }
-        }
-      } else {
-        for (int j = 0; j < up_links; ++j) {
-          VertexId spine = t.add_vertex({VertexKind::Spine, -1, j, 0});
-          ++t.num_spines_;
-          for (int i = 0; i < num_leaves; ++i) {
-            t.add_duplex(t.leaves_[i], spine, up_each, kSwitchLinkLatency, LinkClass::Network);
+  void leaves(int per_leaf, int down) {
+    const int units = (c_.nodes + per_leaf - 1) / per_leaf;
+    const double half = c_.nic_latency / 2;
+    for (int u = 0; u < units; ++u) {
+      const int leaves_here = rail_ ? nics_ : 1;
+      for (int k = 0; k < leaves_here; ++k) {
+        VertexId leaf =
+            t_.add_vertex({VertexKind::Leaf, -1, static_cast<int>(t_.leaves_.size()), u});
+        t_.leaves_.push_back(leaf);
+        // A NIC's routing address is its leaf's ordinal times the leaf's nominal ports, plus its
+        // port on the leaf: the order OpenSM's fat-tree routing assigns destinations in.
+        const std::uint32_t base = static_cast<std::uint32_t>(t_.leaves_.size() - 1) * down;
+        std::uint32_t port = 0;
+        for (int n = u * per_leaf; n < std::min(c_.nodes, (u + 1) * per_leaf); ++n) {
+          for (int j = rail_ ? k : 0; j < (rail_ ? k + 1 : nics_); ++j) {
+            t_.add_duplex(t_.nic_[n * nics_ + j], leaf, c_.nic_bandwidth, half, LinkClass::Network);
+            t_.nic_address_[n * nics_ + j] = base + port++;
           }
         }
       }
     }
   }
-  return t;
+
+  void spines_and_cores(int per_pod, int pods) {
+    const int num_leaves = static_cast<int>(t_.leaves_.size());
+    std::vector<std::vector<VertexId>> spines(pods);
+    for (int p = 0; p < pods; ++p) {
+      for (int j = 0; j < up_links_; ++j) {
+        spines[p].push_back(t_.add_vertex({VertexKind::Spine, -1, p * up_links_ + j, p}));
+        ++t_.num_spines_;
+      }
+      for (int i = p * per_pod; i < std::min(num_leaves, (p + 1) * per_pod); ++i) {
+        for (int j = 0; j < up_links_; ++j) {
+          t_.add_duplex(t_.leaves_[i], spines[p][j], up_each_, kSwitchLinkLatency,
+                        LinkClass::Network);
+        }
+      }
+    }
+    // Core plane j joins spine j of every pod with per_pod cores: each spine has as much
+    // capacity up as down.
+    const int cores_per_plane = spray_ ? 1 : per_pod;
+    const double core_each = spray_ ? up_each_ * per_pod : up_each_;
+    for (int j = 0; j < up_links_; ++j) {
+      for (int u = 0; u < cores_per_plane; ++u) {
+        VertexId core = t_.add_vertex({VertexKind::Core, -1, j * cores_per_plane + u, j});
+        ++t_.num_cores_;
+        for (int p = 0; p < pods; ++p) {
+          t_.add_duplex(spines[p][j], core, core_each, kSwitchLinkLatency, LinkClass::Network);
+        }
+      }
+    }
+  }
+
+  const ClusterSpec& c_;
+  const TopologyOptions& opt_;
+  const bool rail_;
+  const int gpn_, nics_, num_gpus_;
+  Topology t_;
+  bool spray_ = false;
+  int up_links_ = 1;
+  double up_each_ = 0;
+};
+
+Topology build_topology(const ClusterSpec& c, const TopologyOptions& opt) {
+  return TopologyBuilder(c, opt).build();
 }
 
 const std::vector<int>& Topology::local_nics(int rank) const {

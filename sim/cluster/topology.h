@@ -174,7 +174,7 @@ class Topology {
   LinkId link_between(VertexId u, VertexId v) const;
 
  private:
-  friend Topology build_topology(const ClusterSpec&, const TopologyOptions&);
+  friend class TopologyBuilder;
   VertexId add_vertex(const TopoVertex& v);
   void add_duplex(VertexId a, VertexId b, double bandwidth, double latency, LinkClass cls);
   void add_simplex(VertexId a, VertexId b, double bandwidth, double latency, LinkClass cls);
