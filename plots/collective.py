@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bus bandwidth (or time) vs message size from `zerosim collective --json`, nccl-tests style:
 one line per file, markers where NCCL's algorithm/protocol choice changes; optionally measured
-curves from a collectives.json-format file (the shared validation data) on top, and the
+curves from a collectives.json-format file (e.g. validate/measurements/collectives.json) on top, and the
 predicted-vs-measured points of `zerosim collective --validate FILE --json`.
 
     zerosim collective --cluster dgx-h100 --nodes 2 --op all_reduce -b 8 -e 1G -f 2 --json ar.json && python3 plots/collective.py ar.json -o busbw.png
@@ -77,7 +77,7 @@ def main():
     p.add_argument("--metric", choices=sorted(METRICS), default="busbw",
                    help="y axis (default %(default)s)")
     p.add_argument("--measured", help="collectives.json-format file to overlay "
-                   "(e.g. ../shared/validation/collectives.json)")
+                   "(e.g. validate/measurements/collectives.json)")
     p.add_argument("--measured-id", action="append", default=[],
                    help="curve id in --measured to overlay (repeatable; default: every size "
                    "sweep of the same collective)")

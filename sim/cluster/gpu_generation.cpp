@@ -14,7 +14,7 @@ const GenerationConstants kConstants[] = {
     // Ampere. Attention: FA2 paper (Dao 2023, arXiv:2307.08691) Fig. 4: ~190-230 TFLOP/s forward,
     // ~150-170 backward of A100's 312. NVLink: nccl-tests all_reduce on 8x A100 SXM saturates at
     // 234.9 GB/s bus bandwidth of the 300 GB/s per direction (Bekman, ML Engineering, network
-    // chapter; shared/validation/collectives.json "dgx-a100-1node-allreduce-nccltests") = 0.78.
+    // chapter; validate/measurements/collectives.json "dgx-a100-1node-allreduce-nccltests") = 0.78.
     {0.62, 0.48, 0.78},
     // Hopper. Attention: FA2 reaches ~335-380 TFLOP/s forward of H100's 989 (Shah et al. 2024,
     // FlashAttention-3, arXiv:2407.08608, introduction). NVLink: NVIDIA's nccl-tests maintainers

@@ -15,7 +15,7 @@
 //     channel one flow per ring edge / tree edge / NVSwitch port, AllToAll one flow per pair,
 //     SendRecv one flow per sender NIC across nodes (else one), each with its wire bytes.
 //  3. Every flow is injected at `now` with the plan's alpha (launch + NCCL latency + pipeline
-//     term) as its latency phase, then shares bandwidth (STYLE habit 5). The collective ends when
+//     term) as its latency phase, then shares bandwidth (SimGrid's network model: latency is a phase). The collective ends when
 //     its last flow ends. A call with no flows (one rank, zero bytes) ends after the closed form's
 //     own time, through a zero-byte, linkless flow (so it still goes through the network's clock).
 // The routed layout is computed once per (group, kind, bytes) and cached (flat arrays), so a

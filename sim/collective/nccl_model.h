@@ -47,7 +47,7 @@
 namespace zerosim::nccl {
 
 // Per-call overhead of an un-graphed NCCL launch as measured by nccl-tests / torch benchmarks:
-// collectives.json's small messages take 43.8 us (8x A100 all-reduce 32 KiB, nccl-tests) and
+// validate/measurements/collectives.json's small messages take 43.8 us (8x A100 all-reduce 32 KiB, nccl-tests) and
 // 40.0 us (8x H200, 32 KiB, torch) where NCCL's own model says 16.0 and 15.4 us. Two independent
 // curves, 27.8 and 24.6 us apart: 25 us. See docs/NCCL_MODEL.md.
 inline constexpr double kLaunchOverheadS = 25e-6;

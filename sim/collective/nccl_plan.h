@@ -23,7 +23,7 @@
 //   SendRecv  ranks[0] -> ranks[1], one flow per NIC of the sender across nodes, else one.
 //   AllToAll  one flow per ordered pair, S/N bytes.
 // All flows start together; each first waits the plan's latency (alpha: launch + NCCL latency +
-// pipeline term), then shares bandwidth (sim/net's latency phase, STYLE habit 5).
+// pipeline term), then shares bandwidth (sim/net's latency phase, as in SimGrid's network model).
 //
 // route_plan() puts the flows on a Topology and computes
 //   T_nccl   = prediction.bandwidth_s (NCCL's bytes / algorithm bandwidth),

@@ -1,5 +1,5 @@
 #pragma once
-// Predicted vs measured for the collective curves of shared/validation/collectives.json (and any
+// Predicted vs measured for the collective curves of validate/measurements/collectives.json (and any
 // further file in the same format): which curves map to a cluster preset, the error of every
 // point, and the markdown table docs/VALIDATION.md is generated from
 // (`zerosim collective --validate FILE --markdown`).

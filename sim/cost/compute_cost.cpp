@@ -10,7 +10,7 @@ namespace zerosim {
 
 // Sources of the defaults in ComputeConstants:
 //  - GEMM ceiling: the cluster preset's gemm_efficiency, the maximum achievable matmul FLOPS
-//    measured by Bekman's mamf-finder (ML Engineering Open Book; shared/validation/kernels.md §1).
+//    measured by Bekman's mamf-finder (ML Engineering Open Book; docs/SOURCES.md#gemm-rates).
 //  - Sustained GEMM rate: MAMF is the best shape over 100 runs of an idle GPU; in a training
 //    step clocks settle lower under sustained power draw and shapes are not the best. 0.85 of
 //    MAMF, fitted once over the published cases (docs/VALIDATION.md), the same for every GPU.
@@ -24,15 +24,15 @@ namespace zerosim {
 //    deep learning training platforms", Fig. 2). 0.15, calibratable.
 //  - Unfused attention (softmax materialised) runs its batched GEMMs at about half the GEMM
 //    ceiling: Mu Li's A100 benchmarks measure a GPT-2 layer at 53 TFLOP/s against 230 for a
-//    large matmul (kernels.md §1); assumption, calibrated by validate/.
+//    large matmul (docs/SOURCES.md#gemm-rates); assumption, calibrated by validate/.
 //  - Kernel gap: back-to-back kernel launches on one stream cost about 1-2 us each (NVIDIA CUDA
 //    best-practices guide, "kernel launch overhead"), more when the host is busy with framework
 //    hooks; 2 us, eight kernels per block.
 //  - Optimizer: a fused mixed-precision Adam reads and writes the fp32 master, m and v (24 B),
 //    reads a 16-bit gradient (2 B) and writes the 16-bit parameter (2 B) = 28 B/param
-//    (kernels.md §3); the gradient upcast and norm add ~6 B/param.
+//    (docs/SOURCES.md#adam-optimizer-throughput); the gradient upcast and norm add ~6 B/param.
 //  - CPU Adam (offload): DeepSpeed's CPU Adam updated an 11.6B-parameter GPT-2 in 8.2 s, about
-//    1.4e9 parameters/s (DeepSpeed PR #735, shared/validation/kernels.md §3). The CPU is not
+//    1.4e9 parameters/s (github.com/deepspeedai/DeepSpeed/pull/735). The CPU is not
 //    stated; ASSUMPTION: the ZeRO-Offload paper's DGX-2 host (2 x 24-core Xeon Platinum 8168), so
 //    1.4e9 / 48 per core, scaled by the preset's cores. It cannot beat the host's DRAM: an update
 //    reads and writes the fp32 master, m and v (24 B), reads the fp32 gradient (4 B) and writes
@@ -46,7 +46,7 @@ namespace zerosim {
 //    5-7 us of host time (PyTorch issue #41383), so two per rank: 12 us (ASSUMPTION: the middle
 //    of 10-14 us; not fitted to the cases).
 //  - PCIe copies: pinned host<->device copies reach 0.866 of the link (H200 host-to-device 55.43
-//    of 64 GB/s, ML Engineering Open Book, kernels.md §4); the ranks of a node also share its DRAM
+//    of 64 GB/s, ML Engineering Open Book, network chapter); the ranks of a node also share its DRAM
 //    bandwidth (each GPU has its own PCIe switch uplink in the presets' topologies). NVMe: the
 //    node's drives are shared by its ranks, at the preset's bandwidth.
 

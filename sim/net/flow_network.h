@@ -4,8 +4,8 @@
 // Model
 // -----
 // A *link* is a one-way constraint with a capacity in bytes per second. A *flow* moves `bytes`
-// along a *route* (a list of distinct links). A flow lives in two phases (SimGrid's network model,
-// STYLE habit 5):
+// along a *route* (a list of distinct links). A flow lives in two phases (SimGrid's network model:
+// latency is a phase, not a rate):
 //   1. latency phase: for `latency` picoseconds it holds no bandwidth and is invisible to the
 //      sharing; this is the alpha of alpha-beta, so the flow model and an analytical path agree on
 //      an uncontended link: completion = start + latency + bytes / capacity.
@@ -37,7 +37,7 @@
 // application, or a NIC-side limit. An endless flow (bytes = kEndlessBytes) never completes: a
 // persistent background load that takes its max-min share until the run ends.
 //
-// Incremental solving (SimGrid's LMM "selective update", STYLE habit 4)
+// Incremental solving (SimGrid's LMM "selective update")
 // ---------------------------------------------------------------------
 // Flows and links form a bipartite graph; a flow's rate depends only on the connected component
 // (links joined through flows in their sharing phase) it belongs to. When flows join or leave, or
@@ -65,8 +65,9 @@
 // flow alive; a residue <= 0 found at a re-dating completes the flow at that instant. A rate of 0
 // (only possible on a zero-capacity link) means no completion date until a capacity changes.
 //
-// Events and determinism (STYLE habits 2, 3)
-// ------------------------------------------
+// Events and determinism (ns-3 and OMNeT++ order events by time then insertion; htsim keeps
+// one pending completion per resource)
+// ------------------------------------------------------------------------------------------
 // The network keeps one indexed binary heap of dates, one entry per flow that has a next date (end
 // of latency, or completion), keyed by (date, start order), the key stored in the entry so that
 // sifting reads one contiguous array. A re-dated flow moves inside the heap in O(log n) (an indexed

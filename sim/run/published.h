@@ -1,6 +1,6 @@
 #pragma once
 // `zerosim validate-published`: simulate published training runs (format
-// "zerosim-published-cases/1", see shared/validation/README.md) and compare the predicted step
+// "zerosim-published-cases/1", docs/SOURCES.md#case-file-format) and compare the predicted step
 // time with the measured one. Cases zerosim cannot simulate are listed as skipped with the
 // reason, never dropped.
 #include <string>

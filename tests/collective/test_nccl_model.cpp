@@ -115,7 +115,7 @@ TEST(ncclModel, RingAllReduceIsTheTextbookFormula) {
   }
 }
 
-// H200, 8 GPUs, NCCL 2.27: the measured switch (collectives.json: "RING/LL up to 1 MiB and
+// H200, 8 GPUs, NCCL 2.27: the measured switch (validate/measurements/collectives.json: "RING/LL up to 1 MiB and
 // NVLS/SIMPLE from 2 MiB") falls out of NCCL's model: at 1 MiB ring/LL 15 + 1048576/80.6e3 =
 // 28.0 us beats NVLS 25 + 3.9 = 28.9 us; at 2 MiB NVLS 32.9 beats ring/LL 41.0.
 TEST(ncclModel, H200SwitchesFromRingLLToNvlsAt2MiB) {
@@ -128,7 +128,7 @@ TEST(ncclModel, H200SwitchesFromRingLLToNvlsAt2MiB) {
   EXPECT_EQ(p2.proto, Proto::Simple);
 }
 
-// At 8 GiB NVLS takes over from 5 GPUs on H200 and from 6 on B200 (collectives.json), because
+// At 8 GiB NVLS takes over from 5 GPUs on H200 and from 6 on B200 (validate/measurements/collectives.json), because
 // the NVLS graph speed shrinks as (heads + 1) x speed fills the NVLinks while the ring's does not.
 TEST(ncclModel, NvlsCrossoverByGpuCount) {
   NcclModel h200(preset("dgx-h200", 1));

@@ -1,5 +1,5 @@
 #pragma once
-// The pinned-trajectory table (STYLE habit 9): tests/fingerprints/fingerprints.json holds a dozen
+// The pinned-trajectory table (as OMNeT++ fingerprints its simulations): tests/fingerprints/fingerprints.json holds a dozen
 // small scenarios, each with the engine fingerprint of its simulated step (a 64-bit fold of the
 // time, kind, rank, op and bytes of every completed op, sim/core/engine.h), the event count and
 // the makespan. The test recomputes them; the table changes only through `update_fingerprints`

@@ -111,7 +111,7 @@ TEST_F(modelKorthikanti, FullRecomputeKeepsLayerInput) {
 }
 
 TEST(modelActivations, GeluWithOtherFfnMatchesTranscribedFormula) {
-  // memory.md: for ffn != 4h, sb(18h + 4 d_ff) + 5as^2b.
+  // docs/SOURCES.md#activation-memory: for ffn != 4h, sb(18h + 4 d_ff) + 5as^2b.
   ModelSpec m = model_preset("gpt3-2.7b", "model");
   m.ffn_hidden_size = 3 * m.hidden_size;
   const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, a = m.num_attention_heads;

@@ -330,7 +330,9 @@ void lockstep(const Case& c, SolverMode mode, bool reference) {
     std::vector<std::vector<LinkId>> routes;
     std::vector<double> rates, max_rate;
     for (std::size_t f = 0; f < next; ++f) {
-      if (wdone[f] != -1) ASSERT_EQ(ucount[f], c.flows[f].weight) << "flow " << f;
+      if (wdone[f] != -1) {
+        ASSERT_EQ(ucount[f], c.flows[f].weight) << "flow " << f;
+      }
       ASSERT_EQ(wdone[f], udone[f]) << "flow " << f;
       for (FlowId u : uid[f]) {
         ASSERT_EQ(wnet.flow_phase(wid[f]), unet.flow_phase(u));

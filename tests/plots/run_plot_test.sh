@@ -9,7 +9,7 @@ set -euo pipefail
 
 plot=$1 zerosim=$2 src=$3 work=$4 py=${5:-/usr/bin/python3}
 plots=$src/plots
-shared=$src/validate/measurements
+measurements=$src/validate/measurements
 
 if ! "$py" -c 'import matplotlib' 2>/dev/null; then
   echo "SKIP: $py cannot import matplotlib (install python3-matplotlib: scripts/install-deps.sh)"
@@ -111,13 +111,13 @@ case $plot in
     "$py" "$plots/collective.py" ar2.json -o busbw.png
     "$py" "$plots/collective.py" ar2.json ar1.json --metric time -o time.svg
     check busbw.png time.svg
-    if [[ -f $shared/collectives.json ]]; then
-      "$py" "$plots/collective.py" ar1.json --measured "$shared/collectives.json" -o measured.png
-      "$zerosim" collective --validate "$shared/collectives.json" --json validated.json >/dev/null
+    if [[ -f $measurements/collectives.json ]]; then
+      "$py" "$plots/collective.py" ar1.json --measured "$measurements/collectives.json" -o measured.png
+      "$zerosim" collective --validate "$measurements/collectives.json" --json validated.json >/dev/null
       "$py" "$plots/collective.py" validated.json -o validated.png
       check measured.png validated.png
     else
-      echo "note: $shared/collectives.json not found; measured overlays not tested"
+      echo "note: $measurements/collectives.json not found; measured overlays not tested"
     fi
     ;;
   *)

@@ -1,5 +1,5 @@
 // ZeRO model-state memory in the report against the ZeRO paper's formulas (Rajbhandari et al.,
-// SC20, section 5; shared/validation/memory.md section 1). With mixed-precision Adam
+// SC20, section 5; docs/SOURCES.md#zero-and-deepspeed-memory-formulas). With mixed-precision Adam
 // (K = 12) and N data-parallel ranks, per GPU:
 //   stage 0: params 2Φ, grads 2Φ,   optimizer 12Φ      (16Φ)
 //   stage 1: params 2Φ, grads 2Φ,   optimizer 12Φ/N
