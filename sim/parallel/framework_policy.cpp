@@ -4,6 +4,12 @@
 
 namespace zerosim::plan_detail {
 
+// The frameworks, one file each.
+FrameworkPolicy deepspeed_policy(const Scenario& s, int stage);
+FrameworkPolicy megatron_policy(const Scenario& s, int stage);
+FrameworkPolicy fsdp_policy(const Scenario& s, int stage);
+FrameworkPolicy nanotron_policy(const Scenario& s, int stage);
+
 FrameworkPolicy framework_policy(const Scenario& s, int stage) {
   switch (s.parallel.framework) {
     case Framework::DeepSpeed: return deepspeed_policy(s, stage);

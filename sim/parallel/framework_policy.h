@@ -5,8 +5,9 @@
 // The plan builder reads these answers and never asks which framework it is building for.
 //
 // One function per framework, each in its own file (deepspeed_policy.cpp, megatron_policy.cpp,
-// fsdp_policy.cpp, nanotron_policy.cpp), each citing the code it mirrors. A new framework is one
-// such file, its name in sim/scenario (Framework) and its case in framework_policy().
+// fsdp_policy.cpp, nanotron_policy.cpp; CMake picks up every *_policy.cpp), each citing the code
+// it mirrors. A new framework is one such file, its name in sim/scenario/scenario.h (Framework,
+// kFrameworkNames) and its declaration and case in framework_policy.cpp.
 #include <cstdint>
 #include <string>
 
@@ -75,12 +76,8 @@ struct FrameworkPolicy {
   ParameterPolicy params;
 };
 
+// The policy of the scenario's framework for pipeline stage `stage`.
 FrameworkPolicy framework_policy(const Scenario& s, int stage);
-
-FrameworkPolicy deepspeed_policy(const Scenario& s, int stage);
-FrameworkPolicy megatron_policy(const Scenario& s, int stage);
-FrameworkPolicy fsdp_policy(const Scenario& s, int stage);
-FrameworkPolicy nanotron_policy(const Scenario& s, int stage);
 
 // Pieces the policies share.
 // The stream of reductions issued from backward hooks: overlap_comm's side stream or the

@@ -1,0 +1,79 @@
+// The framework policies (sim/parallel/framework_policy.h) against what each framework's code and
+// documentation say it does; each expectation names its source.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "sim/parallel/framework_policy.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim::plan_detail {
+namespace {
+
+using json = nlohmann::json;
+using testing_plan::tiny_doc;
+
+FrameworkPolicy policy_of(json doc, int stage = 0) {
+  return framework_policy(resolve_scenario(doc), stage);
+}
+
+TEST(frameworkPolicy, PyTorchDdpBuckets) {
+  // torch.nn.parallel.DistributedDataParallel: bucket_cap_mb = 25, and the first bucket is capped
+  // at 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES); in 16-bit elements: 2^19 and 25 * 2^19.
+  const FrameworkPolicy p = policy_of(tiny_doc(8, {{"stage", 0}}));
+  EXPECT_EQ(p.grads.when, ReduceWhen::LastBackward);
+  EXPECT_EQ(p.grads.first_bucket_limit, 1 << 19);
+  EXPECT_EQ(p.grads.bucket_limit, 25 * (1 << 19));
+  EXPECT_EQ(p.grads.rule, BucketRule::CloseAtCap);
+  EXPECT_TRUE(p.grads.bucket_copy);  // gradient_as_bucket_view defaults to False
+  EXPECT_EQ(p.grads.stream, Stream::DpComm);
+}
+
+TEST(frameworkPolicy, DeepSpeedStagesReduceWhenTheEngineDoes) {
+  // stage_1_and_2.py: stage 2 reduces in the backward hooks of every micro-batch; stage 1 without
+  // overlap_comm reduces once, after the last backward (reduce_gradients), on the main stream.
+  json doc = tiny_doc(8, {{"stage", 2}});
+  EXPECT_EQ(policy_of(doc).grads.when, ReduceWhen::EveryBackward);
+  EXPECT_TRUE(policy_of(doc).grads.accumulate_in_temporary);
+  doc["zero"] = {{"stage", 1}, {"overlap_comm", false}};
+  EXPECT_EQ(policy_of(doc).grads.when, ReduceWhen::AfterBackward);
+  EXPECT_EQ(policy_of(doc).grads.stream, Stream::Compute);
+  // DeepSpeed >= 0.12 reduces a stage-1/2 bucket with one all-reduce
+  // (use_multi_rank_bucket_allreduce); stage 3 reduce-scatters.
+  EXPECT_EQ(policy_of(doc).grads.collective, CollectiveKind::AllReduce);
+  doc["zero"] = {{"stage", 3}};
+  EXPECT_EQ(policy_of(doc).grads.collective, CollectiveKind::ReduceScatter);
+  EXPECT_EQ(policy_of(doc).grads.throttle_depth, 2);  // max_param_reduce_events = 2
+}
+
+TEST(frameworkPolicy, MegatronReducesFp32GradientsInItsBuckets) {
+  // Megatron-LM: bf16 training accumulates and all-reduces gradients in fp32
+  // (accumulate_allreduce_grads_in_fp32); buckets of max(40M, 1M x dp) elements; with
+  // --overlap-grad-reduce, pipeline stages after the first use a single bucket.
+  json doc = tiny_doc(8, {{"stage", 1}});
+  doc["parallel"] = {{"framework", "megatron"}, {"pp", 2}};
+  EXPECT_EQ(policy_of(doc).grads.bytes_per_element, 4);
+  EXPECT_EQ(policy_of(doc).grads.bucket_limit, 40'000'000);
+  doc["parallel"]["overlap_grad_reduce"] = true;
+  EXPECT_EQ(policy_of(doc, 1).grads.bucket_limit, std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(policy_of(doc, 0).grads.bucket_limit, 40'000'000);
+  doc["training"]["precision"] = "fp16";
+  EXPECT_EQ(policy_of(doc).grads.bytes_per_element, 2);
+}
+
+TEST(frameworkPolicy, HybridShardingCombinesReplicasAsEachFrameworkDoes) {
+  // PyTorch FSDP HYBRID_SHARD all-reduces each reduced shard across replicas right away
+  // (_runtime_utils._reduce_grad); DeepSpeed MiCS once per step (mics.py, all_reduce_coalesced
+  // over the replication group at the accumulation boundary).
+  json fsdp = tiny_doc(16, {{"stage", 3}, {"mics_shard_size", 8}});
+  fsdp["parallel"] = {{"framework", "fsdp"}};
+  EXPECT_EQ(policy_of(fsdp).grads.replicas, ReplicaReduce::EachBucket);
+  json mics = tiny_doc(16, {{"stage", 3}, {"mics_shard_size", 8}});
+  EXPECT_EQ(policy_of(mics).grads.replicas, ReplicaReduce::OncePerStep);
+  // One shard group spanning the whole DP group leaves nothing to combine.
+  mics["zero"]["mics_shard_size"] = 16;
+  EXPECT_EQ(policy_of(mics).grads.replicas, ReplicaReduce::None);
+}
+
+}  // namespace
+}  // namespace zerosim::plan_detail
