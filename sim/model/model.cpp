@@ -26,7 +26,11 @@ std::string to_string(Recompute r) {
 }
 
 std::string to_string(NormKind k) {
-  return k == NormKind::LayerNorm ? "layernorm" : "rmsnorm";
+  switch (k) {
+    case NormKind::LayerNorm: return "layernorm";
+    case NormKind::RmsNorm: return "rmsnorm";
+  }
+  return "?";
 }
 
 std::string to_string(PositionKind k) {

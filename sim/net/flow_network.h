@@ -128,7 +128,8 @@ inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
 inline constexpr Bytes kEndlessBytes = std::numeric_limits<Bytes>::max();
 inline constexpr double kUncapped = std::numeric_limits<double>::infinity();
 
-// Traffic classes let reports split a link's bytes (e.g. 0 = DP, 1 = PP, 2 = TP, 3 = other).
+// Traffic classes let reports split a link's bytes; the training step passes its GroupKind
+// (0 = DP, 1 = TP, 2 = PP, sim/parallel/training_plan.h).
 inline constexpr int kTrafficClasses = 4;
 
 enum class SolverMode : std::uint8_t {

@@ -7,9 +7,7 @@
 
 namespace zerosim {
 
-const char* group_kind_name(GroupKind k) {
-  return k == GroupKind::Dp ? "dp" : k == GroupKind::Tp ? "tp" : "pp";
-}
+const char* group_kind_name(GroupKind k) { return name_of<GroupKind>(kGroupKindNames, k); }
 
 int dp_subgroup_size(const Scenario& s) {
   const ZeroConfig& z = s.zero;

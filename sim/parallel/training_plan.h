@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/enum_names.h"
 #include "sim/core/plan.h"
 #include "sim/scenario/scenario.h"
 
@@ -31,6 +32,8 @@ struct Work {
 };
 
 enum class GroupKind : std::uint8_t { Dp, Tp, Pp };
+inline constexpr EnumName<GroupKind> kGroupKindNames[] = {
+    {GroupKind::Dp, "dp"}, {GroupKind::Tp, "tp"}, {GroupKind::Pp, "pp"}};
 const char* group_kind_name(GroupKind k);
 
 // Model states per rank: the allocations the ZeRO paper counts (SC20, section 5).

@@ -1,0 +1,109 @@
+// The binding table (sim/scenario/keys.cpp): one entry per key, each name given once, and the
+// resolved echo is a complete scenario: resolving it again gives the same scenario and echo.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sim/core/error.h"
+#include "sim/scenario/keys.h"
+
+namespace zerosim {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(scenarioKeys, EveryNameIsDeclaredOnce) {
+  std::set<std::string> paths, flags, deepspeed, cases;
+  for (const KeySpec& k : scenario_keys()) {
+    EXPECT_TRUE(paths.insert(k.path).second) << k.path;
+    EXPECT_TRUE(k.read) << k.path;
+    EXPECT_TRUE(k.echo) << k.path;
+    EXPECT_FALSE(k.help.empty()) << k.path;
+    for (const ScenarioFlag& f : k.flags) EXPECT_TRUE(flags.insert(f.name).second) << f.name;
+    if (!k.deepspeed.empty()) EXPECT_TRUE(deepspeed.insert(k.deepspeed).second) << k.deepspeed;
+    if (!k.case_key.empty()) EXPECT_TRUE(cases.insert(k.case_key).second) << k.case_key;
+    if (k.type == "enum") {
+      EXPECT_FALSE(k.allowed.empty()) << k.path;
+      // A default is one of the allowed names.
+      if (!k.default_value.is_null()) {
+        EXPECT_NE(std::find(k.allowed.begin(), k.allowed.end(), k.default_value.get<std::string>()),
+                  k.allowed.end())
+            << k.path;
+      }
+    }
+  }
+}
+
+// Resolving the echo again gives the same echo: the echo names every key (defaults and derived
+// values included), so a report's scenario reproduces the run.
+void expect_round_trip(const json& doc) {
+  const Scenario s = resolve_scenario(doc);
+  const Scenario again = resolve_scenario(s.resolved);
+  EXPECT_EQ(again.resolved, s.resolved) << doc.dump();
+  for (const KeySpec& k : scenario_keys()) {
+    if (k.path == "sim.adam_params_per_s" && s.sim.adam_params_per_s == 0) continue;
+    EXPECT_EQ(k.echo(again), k.echo(s)) << k.path;
+  }
+}
+
+TEST(scenarioKeys, EchoResolvesToItself) {
+  expect_round_trip(default_scenario_document());
+  expect_round_trip(json::object());
+  expect_round_trip({{"model", "llama2-7b"},
+                     {"cluster", {{"preset", "dgx-h100"}, {"nodes", 4}}},
+                     {"training", {{"global_batch_size", 256}, {"micro_batch_size", 2}}},
+                     {"parallel", {{"tp", 2}, {"framework", "megatron"}}},
+                     {"zero", {{"stage", 1}, {"reduce_bucket_size", "auto"}}},
+                     {"sim", {{"network", "analytical"}, {"adam_params_per_s", 2e9}}},
+                     {"whatif", {{"slow_ranks", "3,1"}, {"slowdown", 1.5}}}});
+  expect_round_trip({{"model", "llama2-13b"},
+                     {"cluster", {{"preset", "dgx-a100-40gb"}, {"nodes", 1}}},
+                     {"zero", {{"stage", 3},
+                               {"offload_optimizer", {{"device", "cpu"},
+                                                      {"delayed_param_update", true}}},
+                               {"offload_param", {{"device", "cpu"}}}}}});
+}
+
+TEST(scenarioKeys, ShortcutFlagsSetTheirKeys) {
+  // --zero 3 --mbs 2 --nodes 4 --allow-oom on the registry's defaults.
+  ScenarioInputs in;
+  in.flags = {{"model", "llama2-7b"}, {"zero", "3"}, {"mbs", "2"}, {"nodes", "4"},
+              {"allow-oom", "true"}};
+  const Scenario s = resolve_scenario(scenario_document(in));
+  EXPECT_EQ(s.zero.stage, 3);
+  EXPECT_EQ(s.training.micro_batch_size, 2);
+  EXPECT_EQ(s.cluster.nodes, 4);
+  EXPECT_TRUE(s.sim.allow_oom);
+  for (const BoundFlag& f : scenario_flags()) {
+    EXPECT_TRUE(find_key(f.key) || f.key.rfind("cluster.", 0) == 0) << f.flag->name;
+  }
+}
+
+TEST(scenarioKeys, CaseKeysLandOnTheirScenarioKeys) {
+  // Every case key of the table, given in a case, lands on its scenario key.
+  const json c = {{"model", "llama2-7b"},
+                  {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 16}}},
+                  {"training", {{"global_batch_size", 64}, {"micro_batch_size", 2}}},
+                  {"parallel", {{"tp", 2}, {"zero_stage", 3}, {"offload_optimizer", "cpu"},
+                                {"zero_hpz_partition_size", 4}}}};
+  const json doc = case_scenario(c, "cases[0]");
+  EXPECT_EQ(doc["zero"]["stage"], 3);
+  EXPECT_EQ(doc["zero"]["offload_optimizer"]["device"], "cpu");
+  EXPECT_EQ(doc["zero"]["zero_hpz_partition_size"], 4);
+  EXPECT_EQ(doc["parallel"]["tp"], 2);
+  EXPECT_EQ(doc["training"]["micro_batch_size"], 2);
+  try {
+    (void)case_scenario({{"model", "llama2-7b"},
+                         {"cluster", {{"preset", "dgx-h100"}}},
+                         {"training", json::object()},
+                         {"parallel", {{"zero_stag", 3}}}},
+                        "cases[4]");
+    ADD_FAILURE() << "an unknown case key was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "cases[4].parallel.zero_stag");
+    EXPECT_NE(std::string(e.what()).find("zero_stage"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace zerosim
