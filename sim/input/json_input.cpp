@@ -71,4 +71,34 @@ nlohmann::json read_json_input_file(const std::string& path, const std::string& 
                          "'" + path + "'");
 }
 
+const nlohmann::json* json_path_find(const nlohmann::json& doc, const std::string& path) {
+  const nlohmann::json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (it == node->end()) return nullptr;
+    node = &*it;
+    if (dot == std::string::npos) return node;
+    start = dot + 1;
+  }
+}
+
+nlohmann::json& json_path_create(nlohmann::json& doc, const std::string& path) {
+  nlohmann::json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    if (node->is_null()) *node = nlohmann::json::object();
+    if (!node->is_object()) {
+      const std::string here = start == 0 ? "scenario" : path.substr(0, start - 1);
+      throw InputError(here, std::string("expected an object, got ") + node->type_name());
+    }
+    node = &(*node)[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+    if (dot == std::string::npos) return *node;
+    start = dot + 1;
+  }
+}
+
 }  // namespace zerosim

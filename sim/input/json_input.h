@@ -37,4 +37,11 @@ std::string read_input_file(const std::string& path, const std::string& key_path
 nlohmann::json read_json_input_file(const std::string& path, const std::string& key_path,
                                     const std::string& cannot_open = "");
 
+// Dotted key paths ("zero.offload_param.device") inside a document. json_path_find: the value,
+// or nullptr when a part is missing or not an object. json_path_create: the value, created (with
+// the objects above it) when missing; a part that exists and is not an object is an InputError
+// naming it, since writing below it would drop what the user wrote there.
+const nlohmann::json* json_path_find(const nlohmann::json& doc, const std::string& path);
+nlohmann::json& json_path_create(nlohmann::json& doc, const std::string& path);
+
 }  // namespace zerosim

@@ -33,24 +33,14 @@ std::int32_t Emitter::work_op(OpKind kind, Work work, Stream stream, Phase phase
   return add(op, name, deps);
 }
 
-std::int32_t Emitter::alloc(MemCategory c, Bytes bytes, const std::string& name, Stream stream,
-                            const std::vector<std::int32_t>& deps) {
+std::int32_t Emitter::memory_op(OpKind kind, MemCategory c, Bytes bytes, const std::string& name,
+                               Stream stream, const std::vector<std::int32_t>& deps) {
   TemplateOp op;
-  op.kind = OpKind::Alloc;
+  op.kind = kind;
   op.stream = stream;
   op.category = c;
   op.bytes = bytes;
-  return add(op, "alloc " + name, deps);
-}
-
-std::int32_t Emitter::free_op(MemCategory c, Bytes bytes, const std::string& name, Stream stream,
-                              const std::vector<std::int32_t>& deps) {
-  TemplateOp op;
-  op.kind = OpKind::Free;
-  op.stream = stream;
-  op.category = c;
-  op.bytes = bytes;
-  return add(op, "free " + name, deps);
+  return add(op, (kind == OpKind::Alloc ? "alloc " : "free ") + name, deps);
 }
 
 std::int32_t Emitter::compute(WorkKind k, Phase phase, const std::string& name,

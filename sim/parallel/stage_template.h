@@ -65,9 +65,13 @@ class Emitter {
   std::int32_t work_op(OpKind kind, Work work, Stream stream, Phase phase, const std::string& name,
                        const std::vector<std::int32_t>& deps);
   std::int32_t alloc(MemCategory c, Bytes bytes, const std::string& name,
-                     Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {});
+                     Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {}) {
+    return memory_op(OpKind::Alloc, c, bytes, name, stream, deps);
+  }
   std::int32_t free_op(MemCategory c, Bytes bytes, const std::string& name,
-                       Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {});
+                       Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {}) {
+    return memory_op(OpKind::Free, c, bytes, name, stream, deps);
+  }
   std::int32_t compute(WorkKind k, Phase phase, const std::string& name,
                        std::vector<std::int32_t> deps = {});
   std::int32_t collective(Peer peer, CollectiveKind k, Bytes bytes, Stream stream,
@@ -81,6 +85,8 @@ class Emitter {
 
  private:
   std::int32_t intern(const std::string& n);
+  std::int32_t memory_op(OpKind kind, MemCategory c, Bytes bytes, const std::string& name,
+                         Stream stream, const std::vector<std::int32_t>& deps);
 
   PlanTables tables_;
   Template t_;

@@ -2,6 +2,7 @@
 // parallelism and ZeRO knob under "parallel" and the batch under "training"; the binding table
 // (KeySpec::case_key) says which scenario key each case key is.
 #include "sim/core/error.h"
+#include "sim/input/json_input.h"
 #include "sim/scenario/keys.h"
 
 namespace zerosim {
@@ -26,18 +27,6 @@ void unknown_key(const std::string& path, const std::string& key,
                                             "; allowed: " + join_list(known));
 }
 
-void set_path(json& doc, const std::string& path, const json& value) {
-  json* node = &doc;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = path.find('.', start);
-    node = &(*node)[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  *node = value;
-}
-
 // Copies the case section `section` ("training", "parallel") into the document under the
 // scenario keys the table binds its keys to.
 void copy_section(const json& c, const std::string& section, const std::string& path, json& doc) {
@@ -54,7 +43,7 @@ void copy_section(const json& c, const std::string& section, const std::string& 
       if (k.case_key == section + "." + it.key()) target = &k;
     }
     if (!target) unknown_key(where, it.key(), known);
-    set_path(doc, target->path, *it);
+    json_path_create(doc, target->path) = *it;
   }
 }
 

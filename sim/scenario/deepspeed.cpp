@@ -2,6 +2,7 @@
 #include <set>
 
 #include "sim/core/error.h"
+#include "sim/input/json_input.h"
 #include "sim/scenario/keys.h"
 
 namespace zerosim {
@@ -49,18 +50,6 @@ std::vector<DeepSpeedKey> table_keys(bool in_zero, bool sections) {
 }
 
 // Sets `path` ("zero.offload_param.device") in the document.
-void set_path(json& doc, const std::string& path, const json& value) {
-  json* node = &doc;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = path.find('.', start);
-    node = &(*node)[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  *node = value;
-}
-
 // zero_optimization keys DeepSpeed knows that do not change what is simulated.
 const std::vector<std::string>& zero_ignored_keys() {
   static const std::vector<std::string> keys = {
@@ -121,7 +110,7 @@ void read_offload(const json& section, const std::string& path, json& doc, const
   auto dev = section.find("device");
   if (dev == section.end()) return;
   if (!dev->is_string()) throw InputError(path + ".device", "expected \"none\", \"cpu\" or \"nvme\"");
-  set_path(doc, target, dev->get<std::string>());
+  json_path_create(doc, target) = dev->get<std::string>();
 }
 
 }  // namespace
@@ -156,7 +145,7 @@ void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin
       throw InputError(key_join(root, b.name), "expected a positive integer or \"auto\", got " +
                                                    it->dump());
     }
-    set_path(doc, b.key->path, *it);
+    json_path_create(doc, b.key->path) = *it;
   }
 
   int fp16 = ds.contains("fp16") ? precision_flag(ds["fp16"], key_join(root, "fp16")) : -1;
@@ -189,7 +178,7 @@ void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin
     }
     for (const auto& z : zero_keys) {
       // "auto" kept: resolved from the model when the scenario resolves.
-      if (z.name == key) set_path(doc, z.key->path, *it);
+      if (z.name == key) json_path_create(doc, z.key->path) = *it;
     }
   }
 }

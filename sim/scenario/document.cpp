@@ -12,19 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json& lookup_or_create(json& doc, const std::string& path) {
-  json* node = &doc;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node->is_object()) *node = json::object();
-    node = &(*node)[part];
-    if (dot == std::string::npos) return *node;
-    start = dot + 1;
-  }
-}
-
 std::vector<std::string> all_paths() {
   std::vector<std::string> out;
   for (const auto& k : scenario_keys()) out.push_back(k.path);
@@ -129,11 +116,11 @@ void apply_setting(json& doc, const std::string& assignment) {
   }
   if (path.rfind("model.", 0) == 0) {
     // A preset named by string becomes {"preset": name} so single fields can be overridden.
-    json& model = lookup_or_create(doc, "model");
+    json& model = json_path_create(doc, "model");
     if (model.is_string()) model = json{{"preset", model.get<std::string>()}};
     if (model.is_null()) model = json{{"preset", default_of("model")}};
   }
-  lookup_or_create(doc, path) = value;
+  json_path_create(doc, path) = value;
 }
 
 json scenario_document(const ScenarioInputs& in) {

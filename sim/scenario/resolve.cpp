@@ -5,27 +5,13 @@
 #include <set>
 
 #include "sim/core/error.h"
+#include "sim/input/json_input.h"
 #include "sim/scenario/keys.h"
 
 namespace zerosim {
 namespace {
 
 using json = nlohmann::json;
-
-const json* lookup(const json& doc, const std::string& path) {
-  const json* node = &doc;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!node->is_object()) return nullptr;
-    auto it = node->find(part);
-    if (it == node->end()) return nullptr;
-    node = &*it;
-    if (dot == std::string::npos) return node;
-    start = dot + 1;
-  }
-}
 
 // Reports the first key of `doc` that the table does not declare.
 void check_unknown_keys(const json& node, const std::string& prefix) {
@@ -337,29 +323,17 @@ void whatif_rules(Scenario& s) {
   if (!w.slow_ranks.empty() || !w.degraded_nodes.empty()) s.sim.folded = false;
 }
 
-void set_path(json& doc, const std::string& path, json value) {
-  json* node = &doc;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = path.find('.', start);
-    node = &(*node)[path.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  *node = std::move(value);
-}
-
 }  // namespace
 
 Scenario resolve_scenario(const json& doc) {
   check_unknown_keys(doc, "");
   const Given given = [&doc](const std::string& path) {
-    const json* v = lookup(doc, path);
+    const json* v = json_path_find(doc, path);
     return v && !v->is_null();
   };
   Scenario s;
   for (const KeySpec& k : scenario_keys()) {
-    const json* v = lookup(doc, k.path);
+    const json* v = json_path_find(doc, k.path);
     if (v && !v->is_null()) {
       k.read(*v, s);
     } else if (!k.default_value.is_null()) {
@@ -378,7 +352,7 @@ Scenario resolve_scenario(const json& doc) {
   json echo;
   for (const KeySpec& k : scenario_keys()) {
     json value = k.echo(s);
-    if (!value.is_null()) set_path(echo, k.path, std::move(value));
+    if (!value.is_null()) json_path_create(echo, k.path) = std::move(value);
   }
   s.resolved = std::move(echo);
   return s;
