@@ -13,6 +13,7 @@
 
 #include "sim/core/error.h"
 #include "sim/report/plan_export.h"
+#include "sim/input/json_input.h"
 #include "sim/report/published_report.h"
 #include "sim/report/report.h"
 #include "sim/run/bench.h"
@@ -95,7 +96,7 @@ po::options_description scenario_options(ScenarioArgs& a) {
 }
 
 // The flags the command line gave, as scenario_document() takes them.
-json scenario_document_of(ScenarioArgs& a, const po::variables_map& vm) {
+ScenarioDocument scenario_document_of(ScenarioArgs& a, const po::variables_map& vm) {
   const std::vector<BoundFlag> flags = scenario_flags();
   for (std::size_t i = 0; i < flags.size(); ++i) {
     const ScenarioFlag& f = *flags[i].flag;
@@ -188,10 +189,10 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   if (out_file.empty()) throw InputError("--out", "required: the file to write (- = stdout)");
   if (rank < -1) throw InputError("--rank", "must be 0 or more");
-  json doc = scenario_document_of(f, vm);
+  ScenarioDocument doc = scenario_document_of(f, vm);
   // validate/ replays every rank on hardware, so the plan is unfolded unless asked otherwise.
-  if (!doc.contains("sim") || !doc["sim"].is_object() || !doc["sim"].contains("ranks")) {
-    doc["sim"]["ranks"] = "all";
+  if (!json_path_find(doc.doc, "sim.ranks")) {
+    json_path_create(doc.doc, "sim.ranks") = "all";
   }
   Scenario s = resolve_scenario(doc);
   Simulation sim = simulate_step(s);

@@ -255,6 +255,17 @@ nlohmann::json field_to_json(const Field<S>& f, const S& s) {
       [&](auto member) {
         if constexpr (std::is_same_v<decltype(member), GpuGeneration S::*>) {
           return nlohmann::json(to_string(s.*member));
+        } else if constexpr (std::is_arithmetic_v<std::remove_reference_t<decltype(s.*member)>>) {
+          // Sizes, bandwidths and times carry their unit, so the echo reads back.
+          switch (f.kind) {
+            case Kind::Bytes:
+              return nlohmann::json(std::to_string(static_cast<long long>(s.*member)) + "B");
+            case Kind::Bandwidth:
+              return nlohmann::json(quantity_text(static_cast<double>(s.*member), Dimension::Bandwidth));
+            case Kind::Time:
+              return nlohmann::json(quantity_text(static_cast<double>(s.*member), Dimension::Time));
+            default: return nlohmann::json(s.*member);
+          }
         } else {
           return nlohmann::json(s.*member);
         }

@@ -79,7 +79,10 @@ std::string choice_text(const Prediction& p) {
 long long row_bytes(const json& row, const std::string& key) {
   if (row.contains("bytes")) return row["bytes"].get<long long>();
   if (row.contains("size")) {
-    return static_cast<long long>(parse_quantity(row["size"], Dimension::Bytes, key + ".size"));
+    // The measurement files give sizes in bytes as plain numbers, or with a unit.
+    const json& size = row["size"];
+    if (size.is_number()) return size.get<long long>();
+    return static_cast<long long>(parse_quantity(size, Dimension::Bytes, key + ".size"));
   }
   return -1;
 }

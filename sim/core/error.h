@@ -17,6 +17,16 @@ class InputError : public std::runtime_error {
   std::string key_path_;
 };
 
+// An input that was read, but not as written: ignored, defaulted, approximated or translated (a
+// legacy key, an "auto" value filled in, a framework key accepted but not simulated). Never
+// silent: the report lists every one (summary and JSON `warnings`) with the key path as the user
+// wrote it, e.g. "deepspeed(ds.json).zero_optimization.cpu_offload".
+struct InputWarning {
+  std::string key_path;
+  std::string message;
+  bool operator==(const InputWarning&) const = default;
+};
+
 // " (did you mean 'x'?)" for the closest candidate within a small edit distance, else "".
 std::string did_you_mean(const std::string& bad, const std::vector<std::string>& candidates);
 

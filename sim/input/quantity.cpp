@@ -46,6 +46,16 @@ std::string dimension_name(Dimension dim) {
   return "a value";
 }
 
+const char* example(Dimension dim) {
+  switch (dim) {
+    case Dimension::Bytes: return "\"80GiB\"";
+    case Dimension::Bandwidth: return "\"400Gbps\" or \"25GB/s\"";
+    case Dimension::Time: return "\"1.5us\"";
+    case Dimension::Count: return "\"8\"";
+  }
+  return "";
+}
+
 std::string unit_list(Dimension dim) {
   std::vector<std::string> names;
   for (const auto& [name, scale] : units_for(dim)) names.push_back(name);
@@ -66,18 +76,19 @@ double parse_quantity_text(const std::string& text, Dimension dim, const std::st
   char* end = nullptr;
   double number = std::strtod(begin, &end);
   if (end == begin) {
-    throw InputError(key_path, "expected " + dimension_name(dim) + " such as " +
-                                   (dim == Dimension::Bytes       ? std::string("\"80GiB\"")
-                                    : dim == Dimension::Bandwidth ? std::string("\"400Gbps\"")
-                                    : dim == Dimension::Time      ? std::string("\"1.5us\"")
-                                                                  : std::string("\"8\"")) +
+    throw InputError(key_path, "expected " + dimension_name(dim) + " such as " + example(dim) +
                                    ", got \"" + text + "\"");
   }
   std::string unit(end);
   while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
   while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back()))) unit.pop_back();
   check_finite(number, key_path);
-  if (unit.empty()) return number;
+  if (unit.empty()) {
+    if (dim == Dimension::Count || number == 0) return number;
+    throw InputError(key_path, dimension_name(dim) + " needs its unit, e.g. " + example(dim) +
+                                   "; got \"" + text + "\" (accepted units: " + unit_list(dim) +
+                                   ")");
+  }
   for (const auto& [name, scale] : units_for(dim)) {
     if (name == unit) return check_finite(number * scale, key_path);
   }
@@ -86,10 +97,29 @@ double parse_quantity_text(const std::string& text, Dimension dim, const std::st
 }
 
 double parse_quantity(const nlohmann::json& value, Dimension dim, const std::string& key_path) {
-  if (value.is_number()) return check_finite(value.get<double>(), key_path);
+  if (value.is_number()) {
+    // Zero is zero in every unit ("no NVMe": nvme_bandwidth 0).
+    if (dim == Dimension::Count || value.get<double>() == 0) {
+      return check_finite(value.get<double>(), key_path);
+    }
+    throw InputError(key_path, dimension_name(dim) + " needs its unit, e.g. " + example(dim) +
+                                   "; got " + value.dump() + " (accepted units: " +
+                                   unit_list(dim) + ")");
+  }
   if (value.is_string()) return parse_quantity_text(value.get<std::string>(), dim, key_path);
   throw InputError(key_path, "expected " + dimension_name(dim) + " (a number or a string with a unit), got " +
                                  std::string(value.type_name()));
+}
+
+std::string quantity_text(double value, Dimension dim) {
+  const std::string number = nlohmann::json(value).dump();
+  switch (dim) {
+    case Dimension::Bytes: return number + "B";
+    case Dimension::Bandwidth: return number + "B/s";
+    case Dimension::Time: return number + "s";
+    case Dimension::Count: return number;
+  }
+  return number;
 }
 
 }  // namespace zerosim

@@ -10,7 +10,9 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage);
 FrameworkPolicy fsdp_policy(const Scenario& s, int stage);
 FrameworkPolicy nanotron_policy(const Scenario& s, int stage);
 
-FrameworkPolicy framework_policy(const Scenario& s, int stage) {
+namespace {
+
+FrameworkPolicy framework_choice(const Scenario& s, int stage) {
   switch (s.parallel.framework) {
     case Framework::DeepSpeed: return deepspeed_policy(s, stage);
     case Framework::Megatron: return megatron_policy(s, stage);
@@ -18,6 +20,22 @@ FrameworkPolicy framework_policy(const Scenario& s, int stage) {
     case Framework::Nanotron: return nanotron_policy(s, stage);
   }
   return deepspeed_policy(s, stage);
+}
+
+}  // namespace
+
+FrameworkPolicy framework_policy(const Scenario& s, int stage) {
+  FrameworkPolicy p = framework_choice(s, stage);
+  // Gradients are reduced in the dtype they are kept in, unless the scenario names another
+  // (DeepSpeed's communication_data_type casts each bucket before the collective:
+  // stage_1_and_2.py gradient_reduction_w_predivide).
+  switch (s.zero.communication_dtype) {
+    case CommDtype::Default: p.grads.reduce_bytes_per_element = p.grads.bytes_per_element; break;
+    case CommDtype::Fp16:
+    case CommDtype::Bf16: p.grads.reduce_bytes_per_element = 2; break;
+    case CommDtype::Fp32: p.grads.reduce_bytes_per_element = 4; break;
+  }
+  return p;
 }
 
 Stream hook_stream(const Scenario& s, ReduceWhen when) {

@@ -42,7 +42,8 @@ enum class ReplicaReduce {
 struct GradientPolicy {
   ReduceWhen when = ReduceWhen::EveryBackward;
   Stream stream = Stream::Compute;
-  Bytes bytes_per_element = 2;  // the dtype gradients are reduced (and accumulated) in
+  Bytes bytes_per_element = 2;  // the dtype gradients are accumulated and kept in
+  Bytes reduce_bytes_per_element = 2;  // the dtype they are reduced in
   BucketRule rule = BucketRule::FlushBeforeOverflow;
   // Elements per bucket: the first one, and every later one.
   std::int64_t first_bucket_limit = 0, bucket_limit = 0;

@@ -70,7 +70,7 @@ void GradientReducer::flush_elements(std::int64_t elements, std::int32_t produce
 std::int32_t GradientReducer::reduce_bucket(std::int64_t elements, const std::string& name,
                                             const std::vector<std::int32_t>& deps) {
   const ZeroConfig& z = s_.zero;
-  const Bytes g = g_.bytes_per_element;
+  const Bytes g = g_.reduce_bytes_per_element;
   const CollectiveKind kind = g_.collective;
   const Stream stream = g_.stream;
   const std::int64_t k = dp_subgroup_, dp = s_.parallel.dp;
@@ -117,7 +117,7 @@ void GradientReducer::per_parameter_reduce(const Unit& u, std::int32_t produced_
         unit_op_name(u, "grad reduce_scatter") + " tensor " + std::to_string(t);
     host = tensor_list_op(e_, s_, "tensor list " + name, {host});
     last_reduction_ = e_.collective(Peer::Dp, CollectiveKind::ReduceScatter,
-                                    g_.bytes_per_element * elements, g_.stream, name, {host});
+                                    g_.reduce_bytes_per_element * elements, g_.stream, name, {host});
   }
 }
 
@@ -126,7 +126,7 @@ void GradientReducer::end_backward(std::int32_t last_backward, bool last_of_step
   const Stream stream = g_.stream;
   if (last_of_step && g_.replicas == ReplicaReduce::OncePerStep && last_reduction_ >= 0) {
     last_reduction_ = e_.collective(Peer::DpReplica, CollectiveKind::AllReduce,
-                                    g_.bytes_per_element * info_.dp_partition, stream,
+                                    g_.reduce_bytes_per_element * info_.dp_partition, stream,
                                     "grad all_reduce (replicas)", {last_reduction_});
   }
   if (last_reduction_ >= 0 && g_.sync_at_end) e_.host_wait(last_reduction_);

@@ -93,6 +93,10 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
   j["model"] = {{"params", r.params}, {"flops_per_token", model_flops_per_token(s.model)}};
   j["num_gpus"] = s.num_gpus();
   j["scenario"] = s.resolved;
+  j["warnings"] = json::array();
+  for (const InputWarning& w : s.warnings) {
+    j["warnings"].push_back({{"key", w.key_path}, {"message", w.message}});
+  }
   return j;
 }
 
@@ -145,6 +149,12 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
       << (r.fits_in_host_memory ? "  -> fits" : "  -> DOES NOT FIT") << "; NVMe "
       << gib(r.nvme_bytes_per_node) << " of " << gib(s.cluster.host.nvme_bytes)
       << (r.fits_on_nvme ? "  -> fits" : "  -> DOES NOT FIT") << "\n";
+  }
+  if (!s.warnings.empty()) {
+    o << "  warnings        " << s.warnings.size() << " input"
+      << (s.warnings.size() == 1 ? " was" : "s were")
+      << " not taken as written (also in --json: warnings)\n";
+    for (const InputWarning& w : s.warnings) o << "    " << w.key_path << ": " << w.message << "\n";
   }
   return o.str();
 }

@@ -1,8 +1,8 @@
 // Where a rank's step time went (breakdown_of_rank) and what it sent (bytes_of_rank0), read
 // from the engine's start and end times of every op.
 #include <algorithm>
+#include <map>
 
-#include "sim/collective/alpha_beta.h"
 #include "sim/run/simulate.h"
 
 namespace zerosim {
@@ -26,6 +26,17 @@ OpId releaser(const Plan& plan, const EngineResult& r, OpId op) {
   return kNoOp;
 }
 
+// Members per NVLink domain and whether the ranks span more than one.
+void domain_placement(const ClusterSpec& c, const std::int32_t* ranks, int n, int& per_domain,
+                      bool& leaves) {
+  const int domain = std::max(1, std::min(c.nvlink_domain_gpus, c.num_gpus()));
+  std::map<int, int> count;
+  for (int i = 0; i < n; ++i) ++count[ranks[i] / domain];
+  per_domain = 0;
+  for (const auto& [d, k] : count) per_domain = std::max(per_domain, k);
+  leaves = count.size() > 1;
+}
+
 }  // namespace
 
 Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp) {
@@ -41,12 +52,13 @@ Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp) {
     const int kind = static_cast<int>(tp.group_kind[c.group]);
     const double sent = ring_bytes_sent(c.kind, n, c.bytes);
     out.sent[kind] += sent;
-    // A ring over n ranks, k of them per node, crosses nodes on n/k of its n edges, so 1/k of
-    // what a rank sends leaves its node; a send/recv between two nodes leaves it whole.
-    int per_node = 0;
-    bool inter = false;
-    group_placement(cluster, plan.cost_members(c.group), n, per_node, inter);
-    if (inter) out.internode[kind] += c.kind == CollectiveKind::SendRecv ? sent : sent / per_node;
+    // A ring over n ranks, k of them per NVLink domain, leaves the domain on n/k of its n edges,
+    // so 1/k of what a rank sends goes through the NICs; a send/recv between two domains sends it
+    // all. The domain is a node except on rack-scale NVLink (GB200 NVL72: 72 GPUs, 18 trays).
+    int per_domain = 0;
+    bool leaves = false;
+    domain_placement(cluster, plan.cost_members(c.group), n, per_domain, leaves);
+    if (leaves) out.internode[kind] += c.kind == CollectiveKind::SendRecv ? sent : sent / per_domain;
   }
   return out;
 }

@@ -23,7 +23,8 @@ double positive(const json& obj, const char* key, const std::string& path) {
 
 }  // namespace
 
-void apply_calibration(json& doc, const json& cal, const std::string& origin) {
+void apply_calibration(ScenarioDocument& d, const json& cal, const std::string& origin) {
+  json& doc = d.doc;
   const std::string root = "calibration(" + origin + ")";
   if (!cal.is_object()) throw InputError(root, "expected a JSON object");
   if (cal.value("format", std::string()) != "zerosim-calibration/1") {
@@ -59,6 +60,10 @@ void apply_calibration(json& doc, const json& cal, const std::string& origin) {
   if (cal.contains("hbm_copy_GBps")) {
     const double measured = positive(cal, "hbm_copy_GBps", root) * 1e9;
     doc["cluster"]["gpu"]["hbm_efficiency"] = std::min(1.0, measured / cluster.gpu.hbm_bandwidth);
+  }
+  if (cal.contains("collectives")) {
+    d.warn(key_join(root, "collectives"),
+           "not used yet: collectives are priced by the NCCL model of the cluster preset");
   }
   if (cal.contains("adam_params_per_s")) {
     doc["sim"]["adam_params_per_s"] = positive(cal, "adam_params_per_s", root);

@@ -1,4 +1,11 @@
-// Reading a DeepSpeed ds_config.json into a scenario document, as DeepSpeed reads it.
+// Reading a DeepSpeed ds_config.json into a scenario document, as DeepSpeed reads it. The
+// reference is DeepSpeed's own config code: runtime/config.py (DeepSpeedConfig._initialize_params
+// reads the top-level keys), runtime/constants.py (their names), runtime/zero/config.py
+// (DeepSpeedZeroConfig, which forbids unknown zero_optimization keys) and
+// runtime/zero/offload_config.py. Every key DeepSpeed reads is accepted; one that zerosim does not
+// simulate is listed as a warning with its path in the user's file, never dropped silently.
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "sim/core/error.h"
@@ -10,28 +17,122 @@ namespace {
 
 using json = nlohmann::json;
 
-// Top-level DeepSpeed keys that do not change what is simulated; accepted and ignored so that a
-// real ds_config.json reads without edits.
-const std::vector<std::string>& ignored_top_level() {
-  static const std::vector<std::string> keys = {
-      "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
-      "zero_allow_untested_optimizer", "prescale_gradients", "gradient_predivide_factor",
-      "communication_data_type", "activation_checkpointing", "flops_profiler", "tensorboard",
-      "wandb", "csv_monitor", "comet", "comms_logger", "monitor_config", "sparse_gradients",
-      "dump_state", "zero_force_ds_cpu_optimizer", "elasticity", "aio", "checkpoint",
-      "data_types", "amp", "seed", "memory_breakdown", "timers", "autotuning",
-      "compression_training", "data_efficiency", "curriculum_learning", "pipeline",
-      "disable_allgather", "fp32_allreduce", "load_universal_checkpoint", "use_node_local_storage",
-      "graph_harvesting", "eigenvalue", "progressive_layer_drop", "sparse_attention",
-      "weight_quantization", "nebula", "hybrid_engine", "torch_autocast", "compile"};
+// Why a key changes nothing in the simulated step.
+constexpr const char* kLogging = "logging, profiling or monitoring: no effect on the simulated step";
+constexpr const char* kCheckpointing = "checkpoint saving and loading: outside the simulated step";
+constexpr const char* kNumerics = "numerics only: the simulated step moves and computes the same";
+
+struct NotSimulated {
+  const char* key;
+  const char* why;
+};
+
+// Top-level DeepSpeed keys that zerosim accepts without simulating them.
+const std::vector<NotSimulated>& top_level_not_simulated() {
+  static const std::vector<NotSimulated> keys = {
+      {"optimizer", "zerosim steps mixed-precision Adam (12 bytes of fp32 states per parameter)"},
+      {"scheduler", kNumerics},
+      {"gradient_clipping", "the gradient norm's reduction and scaling are not simulated"},
+      {"steps_per_print", kLogging},
+      {"wall_clock_breakdown", kLogging},
+      {"memory_breakdown", kLogging},
+      {"flops_profiler", kLogging},
+      {"comms_logger", kLogging},
+      {"tensorboard", kLogging},
+      {"wandb", kLogging},
+      {"csv_monitor", kLogging},
+      {"comet", kLogging},
+      {"timers", kLogging},
+      {"log_level", kLogging},
+      {"dump_state", kLogging},
+      {"zero_allow_untested_optimizer", "zerosim steps Adam whatever the optimizer"},
+      {"zero_force_ds_cpu_optimizer", "zerosim's CPU step is DeepSpeed's CPU Adam"},
+      {"prescale_gradients", "the gradient scaling kernel is not simulated"},
+      {"gradient_predivide_factor", kNumerics},
+      {"gradient_allreduce_op", kNumerics},
+      {"sparse_gradients", "sparse embedding gradients are not simulated; they are reduced dense"},
+      {"disable_allgather", "the parameter all-gather after the step is simulated as usual"},
+      {"seq_parallel_comm_data_type", "Ulysses sequence parallelism is not simulated"},
+      {"managed_gradient_accumulation", "gradient accumulation follows the scenario's batch keys"},
+      {"amp", "Apex AMP is not simulated; the step runs in the scenario's training.precision"},
+      {"torch_autocast", "autocast is not simulated; the step runs in training.precision"},
+      {"elasticity", "elastic batch sizes are not simulated; the scenario's batch keys hold"},
+      {"aio", "NVMe I/O runs at the cluster's NVMe bandwidth whatever its settings"},
+      {"checkpoint", kCheckpointing},
+      {"nebula", kCheckpointing},
+      {"datastates_ckpt", kCheckpointing},
+      {"load_universal_checkpoint", kCheckpointing},
+      {"use_node_local_storage", kCheckpointing},
+      {"data_types", "gradient accumulation in another dtype (grad_accum_dtype) is not simulated"},
+      {"autotuning", "zerosim simulates the given configuration; use zerosim search to explore"},
+      {"compression_training", "compression (quantization-aware training, pruning) is not simulated"},
+      {"weight_quantization", "weight quantization is not simulated"},
+      {"quantize_training", "quantization-aware training is not simulated"},
+      {"data_efficiency", "curriculum and data sampling change the data, not the step"},
+      {"curriculum_learning", "curriculum and data sampling change the data, not the step"},
+      {"dataloader_drop_last", "the data loader is outside the simulated step"},
+      {"vocabulary_size", "the model's vocab_size is what counts"},
+      {"pipeline", "DeepSpeed's pipeline engine settings: the pipeline follows parallel.pp and "
+                   "parallel.pipeline_schedule"},
+      {"graph_harvesting", "CUDA graph capture of small kernels is not simulated"},
+      {"compile", "torch.compile is not simulated"},
+      {"eigenvalue", "eigenvalue computation (for MoQ) is not simulated"},
+      {"progressive_layer_drop", "progressive layer drop is not simulated"},
+      {"sparse_attention", "sparse attention is not simulated; attention is dense"},
+      {"hybrid_engine", "the RLHF hybrid engine is not simulated"},
+      {"use_data_before_expert_parallelism", "expert parallelism is not simulated yet"},
+      {"expert_parallel", "expert parallelism is not simulated yet"},
+      {"sequence_parallel_size", "Ulysses sequence parallelism is not simulated; the step is "
+                                 "simulated without it"},
+      {"data_parallel_size", "the data-parallel degree follows the cluster and parallel.tp/pp"},
+      {"fp32_allreduce", "a legacy key (before communication_data_type); not simulated"},
+      {"seed", "not a DeepSpeed key (DeepSpeed ignores it)"},
+  };
   return keys;
 }
 
+// zero_optimization keys (DeepSpeedZeroConfig) that zerosim accepts without simulating them.
+const std::vector<NotSimulated>& zero_not_simulated() {
+  static const std::vector<NotSimulated> keys = {
+      {"allgather_partitions", "the updated partitions are all-gathered (the default)"},
+      {"round_robin_gradients", "the gradient copy order to the host is not simulated"},
+      {"sub_group_size", "the optimizer steps its partition at once"},
+      {"stage3_gather_16bit_weights_on_model_save", kCheckpointing},
+      {"gather_16bit_weights_on_model_save", kCheckpointing},
+      {"stage3_gather_fp16_weights_on_model_save", kCheckpointing},
+      {"elastic_checkpoint", kCheckpointing},
+      {"load_from_fp32_weights", kCheckpointing},
+      {"pipeline_loading_checkpoint", kCheckpointing},
+      {"ignore_unused_parameters", kNumerics},
+      {"legacy_stage1", "DeepSpeed's current stage 1 is simulated"},
+      {"cpu_offload_use_pin_memory", "a legacy key: pinned host buffers are assumed"},
+      {"memory_efficient_linear", "stage 3's linear layers are simulated as ordinary GEMMs"},
+      {"stage3_model_persistence_threshold", "the persistence threshold per parameter holds"},
+      {"stage3_module_granularity_threshold", "fetches follow zerosim's attention and MLP units"},
+      {"stage3_use_all_reduce_for_fetch_params", "parameters are fetched with all-gathers"},
+      {"zero_quantized_nontrainable_weights", "all weights are trainable in zerosim's step"},
+      {"zeropp_loco_param", "LoCo-ZeRO++ error feedback is not simulated"},
+      {"mics_hierarchical_params_gather", "MiCS gathers are flat"},
+      {"override_module_apply", kNumerics},
+      {"log_trace_cache_warnings", kLogging},
+  };
+  return keys;
+}
+
+// DeepSpeed's legacy zero_optimization switches and the sections they stand for
+// (DeepSpeedZeroConfig: deprecated fields with new_param_fn).
+struct LegacyOffload {
+  const char* key;
+  const char* section;  // offload_optimizer or offload_param
+};
+constexpr LegacyOffload kLegacyOffload[] = {{"cpu_offload", "offload_optimizer"},
+                                            {"cpu_offload_param", "offload_param"}};
+
 // The ds_config keys the binding table maps (KeySpec::deepspeed), split at their first dot:
-// top-level keys (the batch keys), zero_optimization keys, and zero_optimization sections whose
-// "device" is read (offload_optimizer, offload_param).
+// top-level keys, zero_optimization keys, and zero_optimization sections whose "device" is read
+// (offload_optimizer, offload_param).
 struct DeepSpeedKey {
-  std::string name;      // "train_batch_size", "stage", "offload_param"
+  std::string name;  // "train_batch_size", "stage", "offload_param"
   const KeySpec* key;
 };
 std::vector<DeepSpeedKey> table_keys(bool in_zero, bool sections) {
@@ -49,56 +150,68 @@ std::vector<DeepSpeedKey> table_keys(bool in_zero, bool sections) {
   return out;
 }
 
-// Sets `path` ("zero.offload_param.device") in the document.
-// zero_optimization keys DeepSpeed knows that do not change what is simulated.
-const std::vector<std::string>& zero_ignored_keys() {
-  static const std::vector<std::string> keys = {
-      "allgather_partitions", "round_robin_gradients", "sub_group_size",
-      "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
-      "elastic_checkpoint", "load_from_fp32_weights", "ignore_unused_parameters",
-      "legacy_stage1", "cpu_offload", "cpu_offload_params", "cpu_offload_use_pin_memory",
-      "memory_efficient_linear", "gather_16bit_weights_on_model_save", "stage3_model_persistence_threshold",
-      "stage3_module_granularity_threshold",
-      "zero_quantized_nontrainable_weights", "mics_hierarchical_params_gather",
-      "pipeline_loading_checkpoint", "override_module_apply", "log_trace_cache_warnings",
-      "stage3_use_all_reduce_for_fetch_params"};
-  return keys;
-}
-
 bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
 
-bool contains(const std::vector<std::string>& list, const std::string& s) {
-  for (const auto& x : list) {
-    if (x == s) return true;
+// A value that leaves a feature off asks for nothing zerosim leaves out: false, null, an
+// "enabled": false section, a parallel size of 1.
+bool switched_off(const std::string& key, const json& v) {
+  if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;
+  if (v.is_object() && v.contains("enabled") && v["enabled"].is_boolean() && !v["enabled"].get<bool>()) {
+    return true;
   }
-  return false;
+  return (key == "sequence_parallel_size" || key == "data_parallel_size") && v.is_number() &&
+         v.get<double>() == 1;
+}
+bool is_batch_key(const KeySpec& k) { return k.path.rfind("training.", 0) == 0; }
+
+template <class List>
+const char* reason_for(const List& list, const std::string& key) {
+  for (const auto& n : list) {
+    if (key == n.key) return n.why;
+  }
+  return nullptr;
+}
+
+void expect_object(const json& v, const std::string& path) {
+  if (!v.is_object()) throw InputError(path, std::string("expected an object, got ") + v.type_name());
+}
+
+// A scenario key set from the user's `user_key`.
+void set_from(ScenarioDocument& d, const KeySpec& k, const std::string& user_key, const json& value) {
+  json_path_create(d.doc, k.path) = value;
+  d.origin[k.path] = user_key;
 }
 
 // fp16/bf16 "enabled": a bool or "auto" (left to the scenario, as the HF integration leaves it to
-// the training arguments).
-int precision_flag(const json& section, const std::string& path) {
-  if (!section.is_object()) {
-    throw InputError(path, std::string("expected an object, got ") + section.type_name());
-  }
+// the training arguments). -1: not decided here.
+int precision_flag(const json& section, const std::string& path, ScenarioDocument& d) {
+  expect_object(section, path);
   auto it = section.find("enabled");
-  if (it == section.end() || is_auto(*it)) return -1;
+  if (it == section.end()) return -1;
+  if (is_auto(*it)) {
+    d.filled_from_scenario["training.precision"] = key_join(path, "enabled");
+    return -1;
+  }
   if (!it->is_boolean()) throw InputError(path + ".enabled", "expected true, false or \"auto\"");
   return it->get<bool>() ? 1 : 0;
 }
 
-void read_offload(const json& section, const std::string& path, json& doc, const std::string& target) {
-  if (!section.is_object()) {
-    throw InputError(path, std::string("expected an object, got ") + section.type_name());
-  }
+void read_offload(const json& section, const std::string& path, ScenarioDocument& d,
+                  const KeySpec& target) {
+  expect_object(section, path);
   // DeepSpeed's offload_optimizer / offload_param keys (runtime/zero/offload_config.py); only
-  // the device changes what is simulated (pinned buffers are assumed, NVMe I/O unpipelined).
+  // the device changes what is simulated.
   const std::vector<std::string> known = {
       "device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory",
       "pipeline", "pipeline_read", "pipeline_write", "fast_init", "ratio"};
   for (auto it = section.begin(); it != section.end(); ++it) {
-    if (!contains(known, it.key())) {
+    if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
       throw InputError(key_join(path, it.key()),
                        "unknown offload key" + did_you_mean(it.key(), known));
+    }
+    if (it.key() != "device" && it.key() != "ratio") {
+      d.warn(key_join(path, it.key()), "not simulated: pinned buffers are assumed and NVMe I/O "
+                                       "runs at the cluster's NVMe bandwidth");
     }
   }
   auto ratio = section.find("ratio");
@@ -110,76 +223,183 @@ void read_offload(const json& section, const std::string& path, json& doc, const
   auto dev = section.find("device");
   if (dev == section.end()) return;
   if (!dev->is_string()) throw InputError(path + ".device", "expected \"none\", \"cpu\" or \"nvme\"");
-  json_path_create(doc, target) = dev->get<std::string>();
+  set_from(d, target, path + ".device", *dev);
+}
+
+// Batch keys the config gives replace the document's; the document's others are dropped so that
+// DeepSpeed's rule derives them from the config's. "auto" ones are filled from the scenario.
+void read_batch_keys(const json& ds, const std::string& root, ScenarioDocument& d) {
+  std::vector<DeepSpeedKey> batch;
+  for (const DeepSpeedKey& b : table_keys(false, false)) {
+    if (is_batch_key(*b.key)) batch.push_back(b);
+  }
+  bool gives_batch = false;
+  for (const auto& b : batch) {
+    if (ds.contains(b.name) && !is_auto(ds[b.name])) gives_batch = true;
+  }
+  auto training = d.doc.find("training");
+  if (gives_batch && training != d.doc.end() && training->is_object()) {
+    for (const auto& b : batch) training->erase(b.key->path.substr(b.key->path.find('.') + 1));
+  }
+  for (const auto& b : batch) {
+    auto it = ds.find(b.name);
+    if (it == ds.end()) continue;
+    const std::string path = key_join(root, b.name);
+    if (is_auto(*it)) {
+      d.filled_from_scenario[b.key->path] = path;
+      continue;
+    }
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+      throw InputError(path, "expected a positive integer or \"auto\", got " + it->dump());
+    }
+    set_from(d, *b.key, path, *it);
+  }
+}
+
+// activation_checkpointing (DeepSpeedActivationCheckpointingConfig) configures
+// deepspeed.checkpointing, which the model calls to recompute each layer in backward: zerosim
+// simulates that as full recomputation unless the scenario says otherwise.
+void read_activation_checkpointing(const json& section, const std::string& path,
+                                   ScenarioDocument& d) {
+  expect_object(section, path);
+  d.implied["parallel.recompute"] = {"full", path,
+                                     "the model checkpoints its layers with deepspeed.checkpointing: "
+                                     "simulated as parallel.recompute=full (every layer recomputed "
+                                     "in backward)"};
+  const std::vector<NotSimulated> options = {
+      {"partition_activations", "activations kept whole on each TP rank, not partitioned"},
+      {"cpu_checkpointing", "checkpointed activations kept on the GPU, not moved to the host"},
+      {"contiguous_memory_optimization", "allocator effects are not simulated"},
+      {"number_checkpoints", "every layer is a checkpoint"},
+      {"synchronize_checkpoint_boundary", kNumerics},
+      {"profile", kLogging}};
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    const char* why = reason_for(options, it.key());
+    if (!why) {
+      std::vector<std::string> names;
+      for (const auto& o : options) names.push_back(o.key);
+      throw InputError(key_join(path, it.key()),
+                       "unknown activation_checkpointing key" + did_you_mean(it.key(), names));
+    }
+    const bool off = it->is_boolean() && !it->get<bool>();
+    if (!off && !it->is_null()) d.warn(key_join(path, it.key()), std::string("not simulated: ") + why);
+  }
+}
+
+void read_zero_section(const json& z, const std::string& zroot, ScenarioDocument& d) {
+  if (!z.is_object()) throw InputError(zroot, "expected an object");
+  const std::vector<DeepSpeedKey> zero_keys = table_keys(true, false);
+  const std::vector<DeepSpeedKey> sections = table_keys(true, true);
+  std::vector<std::string> known;
+  for (const auto& k : zero_keys) known.push_back(k.name);
+  for (const auto& k : sections) known.push_back(k.name);
+  for (const auto& k : zero_not_simulated()) known.emplace_back(k.key);
+  for (const auto& k : kLegacyOffload) known.emplace_back(k.key);
+  for (auto it = z.begin(); it != z.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string path = key_join(zroot, key);
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw InputError(path, "unknown zero_optimization key" + did_you_mean(key, known));
+    }
+    for (const auto& s : sections) {
+      if (s.name == key && !it->is_null()) read_offload(*it, path, d, *s.key);
+    }
+    for (const auto& k : zero_keys) {
+      // "auto" kept: resolved from the model when the scenario resolves.
+      if (k.name == key) set_from(d, *k.key, path, *it);
+    }
+    const char* why = reason_for(zero_not_simulated(), key);
+    if (why && !switched_off(key, *it)) d.warn(path, std::string("accepted, not simulated: ") + why);
+  }
+  // Legacy switches, as DeepSpeed maps them: true stands for the section with device cpu,
+  // unless the section itself is given.
+  for (const LegacyOffload& legacy : kLegacyOffload) {
+    auto it = z.find(legacy.key);
+    if (it == z.end() || it->is_null()) continue;
+    const std::string path = key_join(zroot, legacy.key);
+    if (!it->is_boolean()) throw InputError(path, "expected true or false, got " + it->dump());
+    if (!it->get<bool>()) continue;
+    if (z.contains(legacy.section) && !z[legacy.section].is_null()) {
+      d.warn(path, std::string("legacy key ignored: ") + legacy.section + " is given");
+      continue;
+    }
+    const std::string target = std::string("zero.") + legacy.section + ".device";
+    set_from(d, *find_key(target), path, "cpu");
+    d.warn(path, std::string("legacy key, read as DeepSpeed reads it: ") + legacy.section +
+                     ".device = cpu");
+  }
+}
+
+// DeepSpeed AutoTP (tensor_parallel.autotp_size) splits the model's linears over TP ranks like
+// Megatron's TP; zerosim simulates it as parallel.tp.
+void read_tensor_parallel(const json& section, const std::string& path, ScenarioDocument& d) {
+  expect_object(section, path);
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    if (it.key() == "autotp_size" && it->is_number_integer() && it->get<std::int64_t>() > 1) {
+      d.implied["parallel.tp"] = {*it, key_join(path, it.key()),
+                                  "DeepSpeed AutoTP simulated as Megatron-style tensor "
+                                  "parallelism: parallel.tp = " + it->dump()};
+    } else if (it.key() != "autotp_size") {
+      d.warn(key_join(path, it.key()), "accepted, not simulated");
+    }
+  }
 }
 
 }  // namespace
 
-void apply_deepspeed_config(json& doc, const json& ds, const std::string& origin) {
+void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::string& origin) {
   const std::string root = "deepspeed(" + origin + ")";
   if (!ds.is_object()) throw InputError(root, "a DeepSpeed config must be a JSON object");
-  const std::vector<DeepSpeedKey> batch_keys = table_keys(false, false);
+  const std::vector<DeepSpeedKey> top = table_keys(false, false);
   std::vector<std::string> known;
-  for (const auto& b : batch_keys) known.push_back(b.name);
-  for (const char* k : {"fp16", "bf16", "bfloat16", "zero_optimization"}) known.push_back(k);
-  for (const auto& k : ignored_top_level()) known.push_back(k);
+  for (const auto& k : top) known.push_back(k.name);
+  for (const char* k : {"fp16", "bf16", "bfloat16", "zero_optimization", "activation_checkpointing",
+                        "tensor_parallel"}) {
+    known.emplace_back(k);
+  }
+  for (const auto& k : top_level_not_simulated()) known.emplace_back(k.key);
   for (auto it = ds.begin(); it != ds.end(); ++it) {
-    if (!contains(known, it.key())) {
+    if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
       throw InputError(key_join(root, it.key()),
                        "unknown DeepSpeed key" + did_you_mean(it.key(), known));
     }
-  }
-  // Batch keys the config gives replace the document's; the document's others are dropped so
-  // that DeepSpeed's rule derives them from the config's.
-  bool gives_batch = false;
-  for (const auto& b : batch_keys) {
-    if (ds.contains(b.name) && !is_auto(ds[b.name])) gives_batch = true;
-  }
-  if (gives_batch && doc.contains("training") && doc["training"].is_object()) {
-    for (const auto& b : batch_keys) doc["training"].erase(b.key->path.substr(b.key->path.find('.') + 1));
-  }
-  for (const auto& b : batch_keys) {
-    auto it = ds.find(b.name);
-    if (it == ds.end() || is_auto(*it)) continue;
-    if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
-      throw InputError(key_join(root, b.name), "expected a positive integer or \"auto\", got " +
-                                                   it->dump());
+    const char* why = reason_for(top_level_not_simulated(), it.key());
+    if (why && !switched_off(it.key(), *it)) {
+      d.warn(key_join(root, it.key()), std::string("accepted, not simulated: ") + why);
     }
-    json_path_create(doc, b.key->path) = *it;
+  }
+  read_batch_keys(ds, root, d);
+  for (const auto& k : top) {
+    auto it = ds.find(k.name);
+    if (it == ds.end() || it->is_null() || is_batch_key(*k.key)) continue;
+    // DeepSpeed lowercases communication_data_type before reading it.
+    json value = *it;
+    if (value.is_string()) {
+      std::string text = value.get<std::string>();
+      for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      value = text;
+    }
+    set_from(d, *k.key, key_join(root, k.name), value);
   }
 
-  int fp16 = ds.contains("fp16") ? precision_flag(ds["fp16"], key_join(root, "fp16")) : -1;
+  int fp16 = ds.contains("fp16") ? precision_flag(ds["fp16"], key_join(root, "fp16"), d) : -1;
   const char* bf16_key = ds.contains("bf16") ? "bf16" : "bfloat16";
-  int bf16 = ds.contains(bf16_key) ? precision_flag(ds[bf16_key], key_join(root, bf16_key)) : -1;
+  int bf16 = ds.contains(bf16_key) ? precision_flag(ds[bf16_key], key_join(root, bf16_key), d) : -1;
   if (fp16 == 1 && bf16 == 1) {
     throw InputError(key_join(root, "fp16"), "fp16 and bf16 cannot both be enabled");
   }
-  if (fp16 == 1) doc["training"]["precision"] = "fp16";
-  if (bf16 == 1) doc["training"]["precision"] = "bf16";
+  if (fp16 == 1) set_from(d, *find_key("training.precision"), key_join(root, "fp16"), "fp16");
+  if (bf16 == 1) set_from(d, *find_key("training.precision"), key_join(root, bf16_key), "bf16");
+  if (fp16 == 1 || bf16 == 1) d.filled_from_scenario.erase("training.precision");
 
-  auto zit = ds.find("zero_optimization");
-  if (zit == ds.end()) return;
-  const std::string zroot = key_join(root, "zero_optimization");
-  if (!zit->is_object()) throw InputError(zroot, "expected an object");
-  const std::vector<DeepSpeedKey> zero_keys = table_keys(true, false);
-  const std::vector<DeepSpeedKey> sections = table_keys(true, true);
-  std::vector<std::string> zknown;
-  for (const auto& z : zero_keys) zknown.push_back(z.name);
-  for (const auto& k : zero_ignored_keys()) zknown.push_back(k);
-  for (const auto& z : sections) zknown.push_back(z.name);
-  for (auto it = zit->begin(); it != zit->end(); ++it) {
-    const std::string& key = it.key();
-    if (!contains(zknown, key)) {
-      throw InputError(key_join(zroot, key),
-                       "unknown zero_optimization key" + did_you_mean(key, zknown));
-    }
-    for (const auto& z : sections) {
-      if (z.name == key && !it->is_null()) read_offload(*it, key_join(zroot, key), doc, z.key->path);
-    }
-    for (const auto& z : zero_keys) {
-      // "auto" kept: resolved from the model when the scenario resolves.
-      if (z.name == key) json_path_create(doc, z.key->path) = *it;
-    }
+  if (auto it = ds.find("activation_checkpointing"); it != ds.end() && !it->is_null()) {
+    read_activation_checkpointing(*it, key_join(root, "activation_checkpointing"), d);
+  }
+  if (auto it = ds.find("tensor_parallel"); it != ds.end() && !it->is_null()) {
+    read_tensor_parallel(*it, key_join(root, "tensor_parallel"), d);
+  }
+  if (auto it = ds.find("zero_optimization"); it != ds.end()) {
+    read_zero_section(*it, key_join(root, "zero_optimization"), d);
   }
 }
 

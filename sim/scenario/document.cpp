@@ -123,13 +123,14 @@ void apply_setting(json& doc, const std::string& assignment) {
   json_path_create(doc, path) = value;
 }
 
-json scenario_document(const ScenarioInputs& in) {
+ScenarioDocument scenario_document(const ScenarioInputs& in) {
   const std::string* model = flag_value(in, "model");
   const std::string* cluster = flag_value(in, "cluster");
   // Without a scenario file: the built-in default scenario when nothing names the workload;
   // once --model, --cluster or --deepspeed does, the table's defaults (data parallel only)
   // under those flags, so that the flags describe the run instead of editing GPT-3's.
-  json doc;
+  ScenarioDocument d;
+  json& doc = d.doc;
   if (!in.scenario_file.empty()) {
     doc = read_json_file(in.scenario_file, "scenario");
   } else if (!model && !cluster && in.deepspeed_file.empty()) {
@@ -139,16 +140,14 @@ json scenario_document(const ScenarioInputs& in) {
   }
   if (!doc.is_object()) throw InputError("scenario", "a scenario must be a JSON object");
   if (!in.deepspeed_file.empty()) {
-    apply_deepspeed_config(doc, read_json_file(in.deepspeed_file, "--deepspeed"),
-                           in.deepspeed_file);
+    apply_deepspeed_config(d, read_json_file(in.deepspeed_file, "--deepspeed"), in.deepspeed_file);
   }
   if (model) doc["model"] = *model;
   if (cluster) apply_cluster_preset(doc, *cluster);
   apply_cluster_size(doc, in);
   // The calibration reads the cluster and the precision the document has at this point.
   if (!in.calibration_file.empty()) {
-    apply_calibration(doc, read_json_file(in.calibration_file, "--calibration"),
-                      in.calibration_file);
+    apply_calibration(d, read_json_file(in.calibration_file, "--calibration"), in.calibration_file);
   }
   drop_derived_batch_keys(doc, in);
   for (const BoundFlag& f : scenario_flags()) {
@@ -160,7 +159,7 @@ json scenario_document(const ScenarioInputs& in) {
     }
   }
   for (const auto& s : in.sets) apply_setting(doc, s);
-  return doc;
+  return d;
 }
 
 }  // namespace zerosim

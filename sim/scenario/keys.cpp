@@ -36,15 +36,22 @@ std::int64_t read_integer(const json& v, const std::string& path, std::int64_t m
 }
 
 // Element counts take units ("50M") and, where the Hugging Face DeepSpeed integration defines
-// it, "auto" (computed with int(), which truncates).
-using AutoValue = double (*)(const Scenario&);
-std::int64_t read_count(const json& v, const std::string& path, AutoValue auto_value,
-                        const Scenario& s) {
+// it, "auto" (computed with int(), which truncates), which is reported with the value it became.
+struct AutoRule {
+  double (*value)(const Scenario&) = nullptr;
+  const char* formula = "";  // "hidden_size^2"
+};
+std::int64_t read_count(const json& v, const std::string& path, const AutoRule& rule,
+                        Scenario& s) {
   if (v.is_string() && v.get<std::string>() == "auto") {
-    if (!auto_value) {
+    if (!rule.value) {
       throw InputError(path, "\"auto\" is not defined for this key; give a number of elements");
     }
-    return static_cast<std::int64_t>(auto_value(s));
+    const auto n = static_cast<std::int64_t>(rule.value(s));
+    s.warnings.push_back({path, "\"auto\" resolved to " + std::to_string(n) + " = " +
+                                    rule.formula +
+                                    ", as the Hugging Face DeepSpeed integration fills it"});
+    return n;
   }
   const double d = parse_quantity(v, Dimension::Count, path);
   if (d < 0 || d > 1e15 || d != std::floor(d)) {
@@ -149,12 +156,11 @@ KeySpec int_key(std::string path, json def, std::int64_t min, std::int64_t max, 
 }
 
 template <class Get>
-KeySpec count_key(std::string path, json def, std::string help, Get get,
-                  AutoValue auto_value = nullptr) {
+KeySpec count_key(std::string path, json def, std::string help, Get get, AutoRule rule = {}) {
   KeySpec k = entry(std::move(path), "count", std::move(def), std::move(help));
   k.unit = "elements";
-  k.read = [get, auto_value, p = k.path](const json& v, Scenario& s) {
-    get(s) = read_count(v, p, auto_value, s);
+  k.read = [get, rule, p = k.path](const json& v, Scenario& s) {
+    get(s) = read_count(v, p, rule, s);
   };
   k.echo = [get](const Scenario& s) { return json(get(s)); };
   return k;
@@ -322,8 +328,14 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                   .in_cases("parallel.zero_stage"));
   t.push_back(count_key("zero.reduce_bucket_size", 500000000,
                         "elements per gradient reduction bucket (\"auto\" = hidden^2)",
-                        FIELD(zero.reduce_bucket_size), hidden_squared)
+                        FIELD(zero.reduce_bucket_size), {hidden_squared, "hidden_size^2"})
                   .in_deepspeed(ds + "reduce_bucket_size"));
+  t.push_back(enum_key("zero.communication_data_type", "default", kCommDtypeNames,
+                       "dtype gradients are reduced in (DeepSpeed communication_data_type): "
+                       "default = the framework's own (16-bit for DeepSpeed, fp32 for Megatron "
+                       "and nanotron in bf16)",
+                       FIELD(zero.communication_dtype))
+                  .in_deepspeed("communication_data_type"));
   t.push_back(count_key("zero.allgather_bucket_size", 500000000,
                         "elements per parameter all-gather bucket after the step (stages 1, 2)",
                         FIELD(zero.allgather_bucket_size))
@@ -346,7 +358,8 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                   .in_deepspeed(ds + "use_multi_rank_bucket_allreduce"));
   t.push_back(count_key("zero.stage3_prefetch_bucket_size", 50000000,
                         "elements of parameters fetched ahead (\"auto\" = 0.9 hidden^2)",
-                        FIELD(zero.stage3_prefetch_bucket_size), prefetch_auto)
+                        FIELD(zero.stage3_prefetch_bucket_size),
+                        {prefetch_auto, "0.9 x hidden_size^2"})
                   .in_deepspeed(ds + "stage3_prefetch_bucket_size"));
   t.push_back(count_key("zero.stage3_max_live_parameters", 1000000000,
                         "elements of gathered parameters kept alive at most",
@@ -358,7 +371,8 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                   .in_deepspeed(ds + "stage3_max_reuse_distance"));
   t.push_back(count_key("zero.stage3_param_persistence_threshold", 100000,
                         "elements; smaller parameters stay gathered (\"auto\" = 10 hidden)",
-                        FIELD(zero.stage3_param_persistence_threshold), persistence_auto)
+                        FIELD(zero.stage3_param_persistence_threshold),
+                        {persistence_auto, "10 x hidden_size"})
                   .in_deepspeed(ds + "stage3_param_persistence_threshold"));
   t.push_back(enum_key("zero.stage3_implementation", "coalesced", kStage3ImplementationNames,
                        "coalesced: DeepSpeed >= 0.6 (batched, prefetched gathers); per-parameter: "

@@ -193,9 +193,12 @@ void precision_rules(const Scenario& s) {
 void zero_rules(Scenario& s, const Given& given) {
   ZeroConfig& z = s.zero;
   const ParallelConfig& p = s.parallel;
-  if (z.reduce_bucket_size < 1) throw InputError("zero.reduce_bucket_size", "must be at least 1");
-  if (z.allgather_bucket_size < 1) {
-    throw InputError("zero.allgather_bucket_size", "must be at least 1");
+  if (z.reduce_bucket_size == 0) {
+    // DeepSpeed accepts 0 (ge=0 in its ZeRO config): the bucket is flushed before every
+    // gradient, so each unit's gradients are reduced on their own.
+    s.warnings.push_back({"zero.reduce_bucket_size",
+                          "0: every gradient is reduced on its own, as DeepSpeed does with an "
+                          "empty bucket"});
   }
   if (!given("zero.overlap_comm")) z.overlap_comm = z.stage == 3;
   // DeepSpeed's own rules: optimizer offload needs a ZeRO stage (1, 2 or 3); parameter offload
@@ -326,6 +329,25 @@ void whatif_rules(Scenario& s) {
 }  // namespace
 
 Scenario resolve_scenario(const json& doc) {
+  ScenarioDocument d;
+  d.doc = doc;
+  return resolve_scenario(d);
+}
+
+Scenario resolve_scenario(const ScenarioDocument& input) {
+  // Values a framework config implies count only where the scenario does not give the key.
+  json with_implied;
+  std::vector<InputWarning> implied_warnings;
+  if (!input.implied.empty()) {
+    with_implied = input.doc;
+    for (const auto& [key, implied] : input.implied) {
+      const json* given = json_path_find(with_implied, key);
+      if (given && !given->is_null()) continue;
+      json_path_create(with_implied, key) = implied.value;
+      implied_warnings.push_back({implied.user_key, implied.message});
+    }
+  }
+  const json& doc = input.implied.empty() ? input.doc : with_implied;
   check_unknown_keys(doc, "");
   const Given given = [&doc](const std::string& path) {
     const json* v = json_path_find(doc, path);
@@ -355,6 +377,22 @@ Scenario resolve_scenario(const json& doc) {
     if (!value.is_null()) json_path_create(echo, k.path) = std::move(value);
   }
   s.resolved = std::move(echo);
+
+  // What resolution found about keys the user wrote under another name names the user's key.
+  for (InputWarning& w : s.warnings) {
+    auto it = input.origin.find(w.key_path);
+    if (it != input.origin.end()) w.key_path = it->second;
+  }
+  std::vector<InputWarning> all = input.warnings;
+  all.insert(all.end(), implied_warnings.begin(), implied_warnings.end());
+  for (const auto& [key, user_key] : input.filled_from_scenario) {
+    const json* value = json_path_find(s.resolved, key);
+    all.push_back({user_key, "\"auto\": the Hugging Face Trainer fills it from its arguments; "
+                             "zerosim takes the scenario's " + key + " = " +
+                             (value ? value->dump() : std::string("?"))});
+  }
+  all.insert(all.end(), s.warnings.begin(), s.warnings.end());
+  s.warnings = std::move(all);
   return s;
 }
 

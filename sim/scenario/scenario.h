@@ -10,6 +10,7 @@
 // flags (document.cpp). The resolved document (defaults included) is echoed in the report so a
 // run reproduces.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 
 #include "sim/cluster/cluster.h"
 #include "sim/core/enum_names.h"
+#include "sim/core/error.h"
 #include "sim/model/model.h"
 
 namespace zerosim {
@@ -28,6 +30,8 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+// The dtype gradients are reduced in: the framework's own, or DeepSpeed's communication_data_type.
+enum class CommDtype { Default, Fp16, Bf16, Fp32 };
 
 inline constexpr EnumName<Framework> kFrameworkNames[] = {
     {Framework::DeepSpeed, "deepspeed"}, {Framework::Megatron, "megatron"},
@@ -41,6 +45,9 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
     {PipelineSchedule::Interleaved, "interleaved"}};
 // The 16-bit precisions a step can train in.
+inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
+    {CommDtype::Default, "default"}, {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"},
+    {CommDtype::Fp32, "fp32"}};
 inline constexpr EnumName<Precision> kTrainingPrecisionNames[] = {{Precision::Bf16, "bf16"},
                                                                   {Precision::Fp16, "fp16"}};
 inline constexpr EnumName<Recompute> kRecomputeNames[] = {
@@ -90,6 +97,7 @@ struct ZeroConfig {
   int hpz_partition_size = 1;
   bool quantized_gradients = false;
   int mics_shard_size = -1;  // MiCS / FSDP HYBRID_SHARD shard group size; -1: whole DP group
+  CommDtype communication_dtype = CommDtype::Default;
 };
 
 struct SimConfig {
@@ -130,9 +138,35 @@ struct Scenario {
   SimConfig sim;
   WhatIf whatif;
   nlohmann::json resolved;  // the full document, defaults included
+  std::vector<InputWarning> warnings;  // in the order they were found
 
   int num_gpus() const { return cluster.num_gpus(); }
   std::int64_t tokens_per_step() const { return training.global_batch_size * model.seq_length; }
+};
+
+// A scenario document on its way to resolve_scenario, with what was found while it was merged.
+struct ScenarioDocument {
+  nlohmann::json doc = nlohmann::json::object();
+  std::vector<InputWarning> warnings;
+  // Scenario keys the user wrote under another name (a ds_config key), so that what resolution
+  // finds about them names the user's key: "zero.reduce_bucket_size" ->
+  // "deepspeed(ds.json).zero_optimization.reduce_bucket_size".
+  std::map<std::string, std::string> origin;
+  // Keys a framework config left "auto", filled from the scenario: scenario key -> user's key.
+  // Resolution says what each became.
+  std::map<std::string, std::string> filled_from_scenario;
+  // Values a framework config implies for keys the scenario may give itself (DeepSpeed's
+  // activation_checkpointing implies full recomputation): used, and reported, only when the
+  // final document leaves the key out.
+  struct Implied {
+    nlohmann::json value;
+    std::string user_key, message;
+  };
+  std::map<std::string, Implied> implied;
+
+  void warn(std::string key_path, std::string message) {
+    warnings.push_back({std::move(key_path), std::move(message)});
+  }
 };
 
 // The built-in default scenario of `zerosim simulate` with no inputs.
@@ -147,13 +181,13 @@ void apply_setting(nlohmann::json& doc, const std::string& assignment);
 // Merges a DeepSpeed config into the document as DeepSpeed reads it (batch keys with DeepSpeed's
 // rule for the missing one, fp16/bf16, zero_optimization, "auto" values resolved as the Hugging
 // Face integration does).
-void apply_deepspeed_config(nlohmann::json& doc, const nlohmann::json& ds_config,
+void apply_deepspeed_config(ScenarioDocument& doc, const nlohmann::json& ds_config,
                             const std::string& origin);
 
 // Measured rates from `zerosim-validate bench` (format "zerosim-calibration/1") as scenario
 // keys: the best GEMM of the training precision as cluster.gpu.gemm_efficiency, the HBM copy
 // rate as cluster.gpu.hbm_efficiency, the Adam kernel as sim.adam_params_per_s.
-void apply_calibration(nlohmann::json& doc, const nlohmann::json& calibration,
+void apply_calibration(ScenarioDocument& doc, const nlohmann::json& calibration,
                        const std::string& origin);
 
 // Everything a command line says about the scenario, merged by scenario_document() in the
@@ -165,14 +199,17 @@ struct ScenarioInputs {
   std::vector<std::pair<std::string, std::string>> flags;
   std::vector<std::string> sets;  // --set KEY=VALUE, applied last, in order
 };
-nlohmann::json scenario_document(const ScenarioInputs& in);
+ScenarioDocument scenario_document(const ScenarioInputs& in);
 
 // The scenario document of one case of a "zerosim-published-cases/1" file; InputError naming
 // "<key_path>.<key>" for a malformed case. Published runs did fit, so the document asks to
 // simulate even where the memory model disagrees (sim.allow_oom).
 nlohmann::json case_scenario(const nlohmann::json& c, const std::string& key_path);
 
-// Checks every key and every cross-key constraint; throws InputError naming the key path.
+// Checks every key and every cross-key constraint; throws InputError naming the key path. The
+// scenario carries the document's warnings and its own (an "auto" resolved, ...), each named by
+// where the user wrote the key (ScenarioDocument::origin).
+Scenario resolve_scenario(const ScenarioDocument& doc);
 Scenario resolve_scenario(const nlohmann::json& doc);
 
 }  // namespace zerosim

@@ -239,10 +239,14 @@ TEST(cliOutput, EchoedScenarioReproducesTheReport) {
     write(dir.path() / "echo.json", first["scenario"].dump(2));
     RunResult r = dir.run("simulate echo.json --json second.json");
     ASSERT_EQ(r.status, 0) << input << ": " << r.err;
-    const json second = json::parse(slurp(dir.path() / "second.json"));
+    json second = json::parse(slurp(dir.path() / "second.json"));
     EXPECT_EQ(second["fingerprint"], first["fingerprint"]) << input;
-    EXPECT_EQ(second, first) << input;
-    EXPECT_EQ(slurp(dir.path() / "second.json"), slurp(dir.path() / "first.json")) << input;
+    // The echo holds resolved values: what the first run reported about its input (an "auto"
+    // filled in) has nothing left to report the second time.
+    EXPECT_TRUE(second["warnings"].empty()) << second["warnings"].dump();
+    json expected = first;
+    expected["warnings"] = json::array();
+    EXPECT_EQ(second, expected) << input;
   }
 }
 

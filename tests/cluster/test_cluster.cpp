@@ -200,8 +200,9 @@ TEST(clusterSpec, UnitParsingOfOverrides) {
   EXPECT_DOUBLE_EQ(c.gpu.peak_tflops_bf16, 989);
   EXPECT_EQ(c.host.cpu_cores, 112);
   EXPECT_DOUBLE_EQ(c.internode_bandwidth_per_gpu(), 100e9);
-  // Bare numbers are base units.
-  EXPECT_DOUBLE_EQ(load({{"preset", "dgx-h100"}, {"nic_bandwidth", 1e10}}).nic_bandwidth, 1e10);
+  // A bandwidth without its unit is refused (400 could be B/s or Gb/s); zero needs none.
+  EXPECT_THROW(load({{"preset", "dgx-h100"}, {"nic_bandwidth", 1e10}}), InputError);
+  EXPECT_DOUBLE_EQ(load({{"preset", "dgx-h100"}, {"nic_bandwidth", "1e10B/s"}}).nic_bandwidth, 1e10);
   // Overridden values say so in sources; untouched ones keep the preset's citation.
   EXPECT_NE(c.sources.at("nic_bandwidth").get<std::string>().find("set by the scenario"),
             std::string::npos);

@@ -532,8 +532,6 @@ TEST(edgesZero, ZeroSizedGroupsAreErrorsNamingTheKey) {
       {"training.micro_batch_size", 0, "training.micro_batch_size"},
       {"training.global_batch_size", 0, "training.global_batch_size"},
       {"training.gradient_accumulation_steps", 0, "training.gradient_accumulation_steps"},
-      {"zero.reduce_bucket_size", 0, "zero.reduce_bucket_size"},
-      {"zero.allgather_bucket_size", 0, "zero.allgather_bucket_size"},
   };
   for (const Case& c : cases) {
     json doc = tiny({{"preset", "dgx-h100"}, {"nodes", 2}});

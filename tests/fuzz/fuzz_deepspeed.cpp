@@ -8,7 +8,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::optional<fuzz::json> ds = fuzz::parse_input(data, size);
   if (!ds) return 0;
   fuzz::guarded("fuzz_deepspeed", [&] {
-    fuzz::json doc = {{"model",
+    ScenarioDocument doc;
+    doc.doc = {{"model",
                        {{"num_layers", 2},
                         {"hidden_size", 64},
                         {"num_attention_heads", 8},

@@ -2,7 +2,7 @@
 // whole cases file, or one case (wrapped into a file of one case). Every case is turned into a
 // scenario (case_scenario) and resolved; when every case that resolves is small (fuzz_common.h),
 // the whole file also goes through validate_published and its three renderings.
-#include "sim/run/published.h"
+#include "sim/report/published_report.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -134,7 +134,7 @@ TEST(Offload, ModelStatesMoveToTheHost) {
 TEST(Offload, EveryTierHasAVerdict) {
   // 8 ranks x 12 B x Phi/8 of states on NVMe against a node with less NVMe than that.
   json doc = offload_doc(8, 3, "nvme");
-  doc["cluster"]["host"] = {{"nvme_bytes", 12 * kTinyPhi - 1}};
+  doc["cluster"]["host"] = {{"nvme_bytes", std::to_string(12 * kTinyPhi - 1) + "B"}};
   try {
     simulate_step(resolve_scenario(doc));
     ADD_FAILURE() << "a step that does not fit on NVMe was simulated";
@@ -143,10 +143,10 @@ TEST(Offload, EveryTierHasAVerdict) {
   }
   doc["sim"]["allow_oom"] = true;
   EXPECT_FALSE(simulate_step(resolve_scenario(doc)).report.fits_on_nvme);
-  doc["cluster"]["host"] = {{"nvme_bytes", 12 * kTinyPhi}};
+  doc["cluster"]["host"] = {{"nvme_bytes", std::to_string(12 * kTinyPhi) + "B"}};
   EXPECT_TRUE(simulate_step(resolve_scenario(doc)).report.fits_on_nvme);
   json host = offload_doc(8, 2, "cpu");
-  host["cluster"]["host"] = {{"dram_bytes", 16 * kTinyPhi - 1}};
+  host["cluster"]["host"] = {{"dram_bytes", std::to_string(16 * kTinyPhi - 1) + "B"}};
   host["sim"]["allow_oom"] = true;
   EXPECT_FALSE(simulate_step(resolve_scenario(host)).report.fits_in_host_memory);
 }

@@ -21,8 +21,10 @@ TEST(scenarioCalibration, MeasuredRatesBecomeScenarioKeys) {
                     {"hbm_copy_GBps", 1631.2},
                     {"adam_params_per_s", 6.0e10},
                     {"a_later_key", true}};
-  apply_calibration(doc, cal, "cal.json");
-  Scenario s = resolve_scenario(doc);
+  ScenarioDocument d;
+  d.doc = doc;
+  apply_calibration(d, cal, "cal.json");
+  Scenario s = resolve_scenario(d);
   EXPECT_NEAR(s.cluster.gpu.gemm_efficiency, 260.0 / 312.0, 1e-12);
   EXPECT_NEAR(s.cluster.gpu.hbm_efficiency, 1631.2e9 / s.cluster.gpu.hbm_bandwidth, 1e-12);
   EXPECT_NEAR(s.cluster.gpu.hbm_efficiency, 0.8, 1e-3);
@@ -35,7 +37,8 @@ TEST(scenarioCalibration, MeasuredRatesBecomeScenarioKeys) {
 
 TEST(scenarioCalibration, BadDocumentsNameTheKey) {
   auto key_of = [](const json& cal) {
-    json doc = {{"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}}};
+    ScenarioDocument doc;
+    doc.doc = {{"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}}};
     try {
       apply_calibration(doc, cal, "c.json");
     } catch (const InputError& e) {

@@ -42,8 +42,10 @@ std::string error_key(F f) {
 }
 
 Scenario with_deepspeed(json doc, const json& ds) {
-  apply_deepspeed_config(doc, ds, "ds.json");
-  return resolve_scenario(doc);
+  ScenarioDocument d;
+  d.doc = std::move(doc);
+  apply_deepspeed_config(d, ds, "ds.json");
+  return resolve_scenario(d);
 }
 
 // ---- batch rule: train_batch_size = micro_batch x gradient_accumulation x dp ---------------

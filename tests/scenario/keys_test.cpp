@@ -20,8 +20,12 @@ TEST(scenarioKeys, EveryNameIsDeclaredOnce) {
     EXPECT_TRUE(k.echo) << k.path;
     EXPECT_FALSE(k.help.empty()) << k.path;
     for (const ScenarioFlag& f : k.flags) EXPECT_TRUE(flags.insert(f.name).second) << f.name;
-    if (!k.deepspeed.empty()) EXPECT_TRUE(deepspeed.insert(k.deepspeed).second) << k.deepspeed;
-    if (!k.case_key.empty()) EXPECT_TRUE(cases.insert(k.case_key).second) << k.case_key;
+    if (!k.deepspeed.empty()) {
+      EXPECT_TRUE(deepspeed.insert(k.deepspeed).second) << k.deepspeed;
+    }
+    if (!k.case_key.empty()) {
+      EXPECT_TRUE(cases.insert(k.case_key).second) << k.case_key;
+    }
     if (k.type == "enum") {
       EXPECT_FALSE(k.allowed.empty()) << k.path;
       // A default is one of the allowed names.
