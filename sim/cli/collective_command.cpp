@@ -620,9 +620,13 @@ int run_collective_command(const std::vector<std::string>& args) {
     std::printf("# zerosim collective: predicted, not measured; nccl-tests %s layout (nccl-tests "
                 "%s)\n",
                 binary, a.nccl_tests_version.c_str());
-    std::printf("# zerosim cluster: %s x %d node%s, %d ranks%s%s%s\n", a.cluster.c_str(),
-                cluster.nodes, cluster.nodes > 1 ? "s" : "", n, a.ranks.empty() ? "" : " (--ranks ",
-                a.ranks.c_str(), a.ranks.empty() ? "" : ")");
+    const std::string how =
+        a.ranks.empty() ? "nprocs " + std::to_string(layout.nprocs) + " x nThread " +
+                              std::to_string(layout.nthreads) + " x nGpus " +
+                              std::to_string(layout.ngpus)
+                        : "--ranks " + a.ranks;
+    std::printf("# zerosim cluster: %s x %d node%s, %d ranks (%s)\n", a.cluster.c_str(),
+                cluster.nodes, cluster.nodes > 1 ? "s" : "", n, how.c_str());
     std::fputs(model_lines(a, with_nvls, topo, nvls).c_str(), stdout);
     // nccl-tests' own preamble line; "validation: 0" because nothing is checked.
     std::printf("# nThread %lld nGpus %lld minBytes %lld maxBytes %lld step: %lld(%s) warmup "
