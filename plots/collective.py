@@ -4,7 +4,7 @@ one line per file, markers where NCCL's algorithm/protocol choice changes; optio
 curves from a collectives.json-format file (e.g. validate/measurements/collectives.json) on top, and the
 predicted-vs-measured points of `zerosim collective --validate FILE --json`.
 
-    zerosim collective --cluster dgx-h100 --nodes 2 --op all_reduce -b 8 -e 1G -f 2 --json ar.json && python3 plots/collective.py ar.json -o busbw.png
+    zerosim collective --cluster dgx-h100 --nodes 2 --collective all_reduce -b 8 -e 1G -f 2 --json ar.json && python3 plots/collective.py ar.json -o busbw.png
 """
 
 import os

@@ -18,7 +18,7 @@ const char* kUsage =
     "  simulate [SCENARIO.json] [flags]   simulate one training step (summary, --json, --trace)\n"
     "  memory   [SCENARIO.json] [flags]   per-GPU memory and whether it fits, without timing\n"
     "  plan     [SCENARIO.json] --out F   export the op list of one or every rank (JSON)\n"
-    "  collective --cluster C --op OP ... nccl-tests-like sweep of one collective (NCCL model)\n"
+    "  collective --collective K -b -e .. nccl-tests' flags and table, predicted (NCCL model)\n"
     "  validate-published [--cases F]     simulate published runs, predicted vs measured\n"
     "  sweep    [SCENARIO.json] --vary ..  cross product of keys to CSV/JSON (mpirun splits)\n"
     "  search   --model M --cluster C ... fastest tp/pp/dp/ZeRO/micro-batch layout, ranked\n"

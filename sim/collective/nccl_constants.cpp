@@ -171,6 +171,10 @@ Constants make_v2_27() {
   c.inter_lat_tree_when_ppn1 = true;
   c.pat = true;
   c.ll128_blackwell = true;
+  // src/enqueue.cc (v2.27.7-1): nvlsSupport = comm->nvlsSupport && (ncclNvlsSupported(op, type)
+  // || func == ncclFuncAllGather); src/nccl.h.in: ncclFloat8e4m3, ncclFloat8e5m2.
+  c.nvls_allgather_any_type = true;
+  c.fp8_types = true;
   // src/graph/topo.h SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1 (v2.27.7-1).
   c.nvlink_bw_per_link[2] = 20.6;
   c.nvlink_bw_per_link[3] = 40.1;

@@ -84,6 +84,9 @@ struct Constants {
   bool inter_lat_tree_when_ppn1 = false; // 2.25+: one GPU per node uses the Tree network latency
   bool pat = false;                      // 2.23+: PAT for AG / RS with one GPU per node
   bool ll128_blackwell = false;          // LL128 enabled on sm100
+  // Which calls may use NVLS (src/enqueue.cc, nvlsSupport = ... ncclNvlsSupported(op, type)):
+  bool nvls_allgather_any_type = false;  // 2.22+: all-gather passes the (op, type) check whatever the type
+  bool fp8_types = false;                // 2.24+: ncclFloat8e4m3 / ncclFloat8e5m2 exist
 
   // src/graph/topo.h: NCCL's per-NVLink bandwidth (GB/s) by arch: SM70, SM80, SM90, SM100.
   double nvlink_bw_per_link[kNumArch] = {};

@@ -147,11 +147,12 @@ Bytes CollectivePlan::total_bytes() const {
 }
 
 CollectivePlan build_plan(const NcclModel& model, CollectiveKind kind, Bytes bytes,
-                          std::span<const std::int32_t> ranks) {
+                          std::span<const std::int32_t> ranks, int root) {
   CollectivePlan plan;
   plan.prediction = model.predict(kind, bytes, ranks);
   plan.latency_s = plan.prediction.alpha_s();
   const int n = static_cast<int>(ranks.size());
+  if (n > 0 && (root < 0 || root >= n)) throw std::invalid_argument("nccl: root outside the group");
   if (n <= 1 || bytes <= 0) return plan;
   const ClusterSpec& c = model.cluster();
   const CommInfo& m = model.comm(ranks);
@@ -201,8 +202,8 @@ CollectivePlan build_plan(const NcclModel& model, CollectiveKind kind, Bytes byt
         };
         const std::uint64_t h0 = static_cast<std::uint64_t>(ch) * n;
         if (f == Func::Broadcast || f == Func::Reduce) {
-          auto root = std::find(seq.begin(), seq.end(), ranks[0]);
-          std::rotate(seq.begin(), root, seq.end());
+          auto first = std::find(seq.begin(), seq.end(), ranks[root]);
+          std::rotate(seq.begin(), first, seq.end());
           for (int i = 0; i + 1 < n; ++i) {
             const std::int32_t a = f == Func::Broadcast ? seq[i] : seq[i + 1];
             const std::int32_t b = f == Func::Broadcast ? seq[i + 1] : seq[i];
@@ -320,8 +321,8 @@ RoutedPlan route_plan(const CollectivePlan& plan, const Topology& topo) {
 }
 
 Prediction predict_on_topology(const NcclModel& model, const Topology& topo, CollectiveKind kind,
-                               Bytes bytes, std::span<const std::int32_t> ranks) {
-  CollectivePlan plan = build_plan(model, kind, bytes, ranks);
+                               Bytes bytes, std::span<const std::int32_t> ranks, int root) {
+  CollectivePlan plan = build_plan(model, kind, bytes, ranks, root);
   Prediction p = plan.prediction;
   if (plan.flows.empty()) return p;
   RoutedPlan routed = route_plan(plan, topo);

@@ -10,7 +10,8 @@
 //             chunk i = the one rank i does not send in a pass):
 //               all-reduce        2 (S_c - chunk_i)       sum over edges = 2 (N-1) S_c
 //               all-gather, r-s   S_c - chunk_i           sum            = (N-1) S_c
-//               broadcast, reduce S_c on the N-1 edges of the chain from the root (no wrap edge)
+//               broadcast, reduce S_c on the N-1 edges of the chain from the root (no wrap edge;
+//                                 the ring order rotated to start at the root)
 //             so over all channels: all-reduce moves exactly 2(N-1)S bytes, AG/RS (N-1)S.
 //   Tree      all-reduce: NCCL's double binary tree over nodes (channels 0..C/2-1 use tree 0,
 //             the rest the mirrored/shifted tree 1) and a chain inside each node; every tree and
@@ -84,15 +85,17 @@ struct RoutedPlan {
 };
 
 // The flows of one call; `ranks` in communicator order. n <= 1 or zero bytes: no flows.
+// `root`: the communicator rank (index into `ranks`) a broadcast or reduce starts or ends at.
 CollectivePlan build_plan(const NcclModel& model, CollectiveKind kind, Bytes bytes,
-                          std::span<const std::int32_t> ranks);
+                          std::span<const std::int32_t> ranks, int root = 0);
 
 // Routes the flows on `topo` (built from the model's cluster) and derives the fabric factor.
 RoutedPlan route_plan(const CollectivePlan& plan, const Topology& topo);
 
-// predict() with the fabric factor of the routed flows applied to the bandwidth term.
+// predict() with the fabric factor of the routed flows applied to the bandwidth term. The root
+// of a broadcast or reduce can matter here (which links its chain crosses), never in predict().
 Prediction predict_on_topology(const NcclModel& model, const Topology& topo, CollectiveKind kind,
-                               Bytes bytes, std::span<const std::int32_t> ranks);
+                               Bytes bytes, std::span<const std::int32_t> ranks, int root = 0);
 
 // NCCL's binary tree over `n` ranks (src/graph/trees.cc ncclGetBtree): parent of `rank` (-1 for
 // the root). And the double binary tree's second tree: mirrored (n even) or shifted (n odd).

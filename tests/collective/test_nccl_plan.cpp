@@ -259,6 +259,23 @@ TEST(ncclPlan, Nvl72RingsSpreadOverTheTraysNics) {
   EXPECT_DOUBLE_EQ(routed.bandwidth_s, plan.prediction.bandwidth_s);
 }
 
+// Broadcast and reduce run a chain from (to) the root along the ring: nothing flows into the
+// root of a broadcast or out of the root of a reduce, whichever rank it is.
+TEST(ncclPlan, ChainStartsAtTheRoot) {
+  NcclModel m(preset("dgx-h100", 2), forced(Algo::Ring));
+  const auto ranks = first(16);
+  for (int root : {0, 5, 15}) {
+    SCOPED_TRACE(root);
+    for (const PlanFlow& f : build_plan(m, CollectiveKind::Broadcast, 1 << 20, ranks, root).flows) {
+      EXPECT_NE(f.dst, ranks[root]);
+    }
+    for (const PlanFlow& f : build_plan(m, CollectiveKind::Reduce, 1 << 20, ranks, root).flows) {
+      EXPECT_NE(f.src, ranks[root]);
+    }
+  }
+  EXPECT_THROW(build_plan(m, CollectiveKind::Broadcast, 1 << 20, ranks, 16), std::invalid_argument);
+}
+
 TEST(ncclPlan, SendRecvAndAllToAll) {
   ClusterSpec c = preset("dgx-h100", 2);
   NcclModel m(c);

@@ -104,9 +104,9 @@ case $plot in
     check validation.png
     ;;
   collective)
-    "$zerosim" collective --cluster dgx-h100 --nodes 2 --op all_reduce -b 8 -e 1G -f 2 \
+    "$zerosim" collective --cluster dgx-h100 --nodes 2 --collective all_reduce -b 8 -e 1G -f 2 \
       --json ar2.json >/dev/null
-    "$zerosim" collective --cluster dgx-h200 --nodes 1 --op all_reduce -b 32K -e 16G -f 2 \
+    "$zerosim" collective --cluster dgx-h200 --nodes 1 --collective all_reduce -b 32K -e 16G -f 2 \
       --json ar1.json >/dev/null
     "$py" "$plots/collective.py" ar2.json -o busbw.png
     "$py" "$plots/collective.py" ar2.json ar1.json --metric time -o time.svg
