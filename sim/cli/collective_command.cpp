@@ -476,7 +476,10 @@ struct SizeSweep {
 
 SizeSweep test_sizes(const CollectiveArgs& a) {
   auto size_of = [](const std::string& text, const char* flag) {
-    const double v = parse_quantity_text(text, Dimension::Bytes, key(flag));
+    // nccl-tests reads a bare number as bytes (and K, M, G as binary multiples), so this
+    // command does too, unlike scenario keys, which need their unit.
+    const bool bare = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    const double v = parse_quantity_text(bare ? text + "B" : text, Dimension::Bytes, key(flag));
     if (v < 0) throw InputError(key(flag), "must not be negative");
     return static_cast<Bytes>(v);
   };
