@@ -68,10 +68,12 @@ must_fail() {
 
 case $plot in
   timeline)
-    # TP 2 x PP 2 with ZeRO-3: every stream kind (compute, dp, tp, pp) and two stages.
-    "$zerosim" simulate gpt1b.json --tp 2 --pp 2 --zero 3 --trace step.json >/dev/null
+    # TP 2 x PP 2 with ZeRO-3: every stream kind (compute, dp, tp, pp) and two stages; every
+    # simulated rank (cluster ranks 0-1 and 4-5: DP 2 is folded to its first replica).
+    "$zerosim" simulate gpt1b.json --tp 2 --pp 2 --zero 3 --trace step.json --trace-ranks all \
+      >/dev/null
     "$py" "$plots/timeline.py" step.json -o timeline.png
-    "$py" "$plots/timeline.py" step.json --ranks 2-3 --start 10 --end 40 --no-memory -o window.svg
+    "$py" "$plots/timeline.py" step.json --ranks 4-5 --start 10 --end 40 --no-memory -o window.svg
     must_fail "$py" "$plots/timeline.py" step.json --ranks 99 -o none.png
     check timeline.png window.svg
     ;;
