@@ -4,7 +4,8 @@
 // Every rank writes its whole op list, so a full trace grows with ranks x ops per rank (120 MB
 // for llama2-70b on 32 nodes, TP 8 x PP 4, for one step). The default keeps the first rank of each
 // pipeline stage: TP ranks of a stage and data-parallel replicas run the same ops, so these few
-// hold every op kind of the step once, and the size no longer grows with the number of ranks.
+// hold every op of the step once, and the size follows the layers and micro-batches, not the
+// number of GPUs.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
