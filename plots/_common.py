@@ -43,11 +43,15 @@ def pyplot():
 
 
 def parser(description, default_out):
-    """An argparse parser with the options every script has (-o/--out, --title)."""
+    """An argparse parser with the options every script has (-o/--out, --title, --summary)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("-o", "--out", default=default_out,
                    help="image to write; .png, .svg or .pdf (default %(default)s)")
     p.add_argument("--title", help="figure title (default: derived from the input)")
+    p.add_argument("--summary", metavar="FILE.json",
+                   help="also write what the figure shows as JSON: every text drawn with its "
+                   "place in the image, each axis' labels and ticks, and what the script drew "
+                   "from the input (the tests read it)")
     return p
 
 
@@ -147,14 +151,20 @@ def short_setting(key, value):
 
 def axis_label(column):
     """Axis label with units for a report/sweep column; values are scaled by value_scale()."""
+    # The columns of `zerosim sweep` (sim/explore) and the report keys they come from.
     known = {
         "step_time_s": "step time (s)",
         "tokens_per_s": "throughput (tokens/s)",
         "tflops_per_gpu": "TFLOP/s per GPU",
         "mfu": "MFU (%)",
         "peak_memory_bytes": "peak memory per GPU (GiB)",
-        "fits": "fits in memory (1 = yes)",
-        "bubble": "pipeline bubble (s)",
+        "fits_in_memory": "fits in GPU memory (1 = yes)",
+        "fits_in_host_memory": "fits in host memory (1 = yes)",
+        "host_memory_per_node_bytes": "host memory per node (GiB)",
+        "exposed_dp_s": "exposed data-parallel comm (s)",
+        "exposed_tp_s": "exposed tensor-parallel comm (s)",
+        "exposed_pp_s": "exposed pipeline comm (s)",
+        "offload_s": "waiting for offload (s)",
         "bubble_s": "pipeline bubble (s)",
         "zero.stage": "ZeRO stage",
         "cluster.nodes": "nodes",
@@ -187,16 +197,129 @@ def value_scale(column):
     return 1.0
 
 
-def save(fig, out):
-    """Write the figure to OUT (format from the suffix) and print the path."""
+def save(fig, out, summary=None, drawn=None):
+    """Write the figure to OUT (format from the suffix) and print the path; with SUMMARY (a path),
+    also write layout(fig) and DRAWN (what the script plotted, a dict) there as JSON."""
     ext = os.path.splitext(out)[1].lower()
     if ext not in (".png", ".svg", ".pdf"):
         sys.exit("error: --out must end in .png, .svg or .pdf, not %r" % out)
     parent = os.path.dirname(out)
     if parent:
         os.makedirs(parent, exist_ok=True)
+    # The saved image is cut to what is drawn, so no label falls off its edge.
     fig.savefig(out, bbox_inches="tight")
     print(out)
+    if summary:
+        doc = {"image": out}
+        doc.update(layout(fig))
+        doc["drawn"] = drawn or {}
+        with open(summary, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write("\n")
+
+
+def layout(fig):
+    """What a saved figure shows, in the saved image's frame (inches from its lower left corner;
+    `dpi` converts to pixels): every text drawn with its role and extent, whether its clip box
+    cuts it, and per axes its title, axis labels, tick labels and legend entries as drawn."""
+    import matplotlib
+    import matplotlib.text as mtext
+
+    # Laid out at the saved image's resolution: text extents do not scale exactly with dpi.
+    dpi = float(matplotlib.rcParams["savefig.dpi"])
+    screen_dpi = fig.dpi
+    fig.set_dpi(dpi)
+    try:
+        return _layout_at_dpi(fig, dpi)
+    finally:
+        fig.set_dpi(screen_dpi)
+
+
+def _layout_at_dpi(fig, dpi):
+    import matplotlib
+    import matplotlib.text as mtext
+
+    renderer = fig.canvas.get_renderer()
+    drawn = []
+    original = mtext.Text.draw
+
+    def recording(self, rend):
+        original(self, rend)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append(self)
+
+    # Record the texts a draw really renders: ticks outside the view, annotations whose point is
+    # off the axes and empty strings are not drawn, so they are not listed.
+    mtext.Text.draw = recording
+    try:
+        fig.draw(renderer)
+    finally:
+        mtext.Text.draw = original
+
+    roles = {}
+    axes = []
+    for i, ax in enumerate(fig.axes):
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                roles[id(tick.label1)] = (i, name + "tick")
+                roles[id(tick.label2)] = (i, name + "tick")
+            roles[id(axis.label)] = (i, name + "label")
+            roles[id(axis.get_offset_text())] = (i, name + "offset")
+        for t in (ax.title, ax._left_title, ax._right_title):
+            roles[id(t)] = (i, "title")
+        legend = ax.get_legend()
+        if legend is not None:
+            for t in legend.get_texts():
+                roles[id(t)] = (i, "legend")
+            roles[id(legend.get_title())] = (i, "legend title")
+        axes.append({"title": "", "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                     "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+                     "xtick": [], "ytick": [], "legend": [], "xoffset": "", "yoffset": ""})
+    if getattr(fig, "_suptitle", None) is not None:
+        roles[id(fig._suptitle)] = (None, "suptitle")
+
+    tight = fig.get_tightbbox(renderer).padded(matplotlib.rcParams["savefig.pad_inches"])
+    texts = []
+    for t in drawn:
+        ax_index, role = roles.get(id(t), (None, "text"))
+        ext = t.get_window_extent(renderer)
+        clip = t.get_clip_box() if t.get_clip_on() else None
+        clipped = bool(clip is not None and (ext.x0 < clip.x0 - 0.5 or ext.x1 > clip.x1 + 0.5 or
+                                             ext.y0 < clip.y0 - 0.5 or ext.y1 > clip.y1 + 0.5))
+        texts.append({"text": t.get_text(), "role": role, "axes": ax_index, "clipped": clipped,
+                      "extent": [round(ext.x0 / dpi - tight.x0, 4), round(ext.y0 / dpi - tight.y0, 4),
+                                 round(ext.x1 / dpi - tight.x0, 4), round(ext.y1 / dpi - tight.y0, 4)]})
+        if ax_index is not None:
+            a = axes[ax_index]
+            if role in ("xtick", "ytick", "legend"):
+                a[role].append(t.get_text())
+            elif role in ("title", "xoffset", "yoffset"):
+                a[role] = (a[role] + " " + t.get_text()).strip()
+    return {"dpi": dpi,
+            "size": [round(tight.width, 4), round(tight.height, 4)], "texts": texts, "axes": axes}
+
+
+def declutter(fig, annotations):
+    """Moves each annotation (its text offset in points) up until it overlaps none placed before
+    it, nor a title or legend. Call after fig.tight_layout(), once the axes are where they stay."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    fixed = [ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_title()]
+    fixed += [ax.get_legend().get_window_extent(renderer) for ax in fig.axes if ax.get_legend()]
+    placed = []
+
+    def clash(box):
+        return any(min(box.x1, o.x1) - max(box.x0, o.x0) > -1 and
+                   min(box.y1, o.y1) - max(box.y0, o.y0) > -1 for o in fixed + placed)
+
+    for a in annotations:
+        for _ in range(50):
+            box = a.get_window_extent(renderer)
+            if not clash(box):
+                break
+            dx, dy = a.xyann
+            a.xyann = (dx, dy + box.height * 72.0 / fig.dpi + 1)
+        placed.append(a.get_window_extent(renderer))
 
 
 def pipeline_stages(events):

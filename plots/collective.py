@@ -85,14 +85,25 @@ def main():
     args = p.parse_args()
 
     key, ylabel = METRICS[args.metric]
+    docs = [(path, _common.load_json(path)) for path in args.inputs]
+    for path, doc in docs:
+        if not (isinstance(doc, dict) and ("rows" in doc or "points" in doc)):
+            sys.exit("error: %s is neither a `zerosim collective --json` sweep (\"rows\") nor a "
+                     "--validate report (\"points\")" % path)
+    # One colour per sweep file and per validated curve; past ten, tab20 keeps them apart.
+    n_colors = sum(1 if "rows" in doc else
+                   len({pt["curve"] for pt in doc["points"] if pt.get("metric") == key})
+                   for _, doc in docs) + (4 if args.measured else 0)
     plt = _common.pyplot()
+    palette = plt.get_cmap("tab10" if n_colors <= 10 else "tab20").colors
     fig, ax = plt.subplots(figsize=(8.5, 5))
     ops = set()
     clusters = []
     color = 0
-    for i, path in enumerate(args.inputs):
-        doc = _common.load_json(path)
-        if isinstance(doc, dict) and "rows" in doc:
+    notes = []
+    drawn = {"metric_key": key, "series": []}
+    for i, (path, doc) in enumerate(docs):
+        if "rows" in doc:
             ops.add(doc.get("op"))
             clusters.append(doc.get("cluster", ""))
             rows = doc["rows"]
@@ -102,19 +113,23 @@ def main():
                 "%s, %s x %s (%d ranks, NCCL %s) predicted" % (
                     doc.get("op"), doc.get("cluster"), doc.get("nodes"), len(doc.get("ranks", [])),
                     doc.get("nccl_version", "?"))
-            c = "C%d" % (color % 10)
+            c = palette[color % len(palette)]
             color += 1
             ax.plot(xs, ys, "-", color=c, linewidth=1.6, label=label)
+            drawn["series"].append({"label": label, "kind": "predicted", "bytes": xs,
+                                    "line": True})
             # A marker where NCCL's choice changes, labelled with the new choice.
             prev = None
             for r in rows:
                 choice = "%s/%s" % (r.get("algorithm"), r.get("protocol"))
                 if choice != prev:
                     ax.plot(r["bytes"], r[key], "o", color=c, markersize=4)
-                    ax.annotate(choice, (r["bytes"], r[key]), xytext=(3, 5 + 11 * i),
-                                textcoords="offset points", fontsize=6.5, color=c, rotation=30)
+                    notes.append(ax.annotate(choice, (r["bytes"], r[key]), xytext=(3, 5),
+                                             textcoords="offset points", fontsize=6.5, color=c,
+                                             rotation=30))
                 prev = choice
-        elif isinstance(doc, dict) and "points" in doc:
+        else:
+            modelled = {cv.get("id"): cv.get("modelled", True) for cv in doc.get("curves", [])}
             curves = {}
             for pt in doc["points"]:
                 if pt.get("metric") == key and pt.get("bytes"):
@@ -122,17 +137,34 @@ def main():
             if not curves:
                 print("note: %s has no %s points" % (path, key), file=sys.stderr)
             for name, pts in curves.items():
-                pts.sort(key=lambda pt: pt["bytes"])
                 ops.update(pt.get("op") for pt in pts)
-                c = "C%d" % (color % 10)
+                c = palette[color % len(palette)]
                 color += 1
-                ax.plot([pt["bytes"] for pt in pts], [pt["predicted"] for pt in pts], "-",
-                        marker=".", color=c, linewidth=1.4, label="%s predicted (%s)" % (name, pts[0].get("preset")))
-                ax.plot([pt["bytes"] for pt in pts], [pt["measured"] for pt in pts], "x",
-                        color=c, markersize=5, label="%s measured" % name)
-        else:
-            sys.exit("error: %s is neither a `zerosim collective --json` sweep (\"rows\") nor a "
-                     "--validate report (\"points\")" % path)
+                asserted = modelled.get(name, True)
+                # A curve may hold several setups (collectives, GPU counts, NCCL_ALGO): a line
+                # joins the sizes of one setup only, never points of different setups.
+                setups = {}
+                for pt in pts:
+                    setups.setdefault((pt.get("op"), pt.get("gpus"), pt.get("setup")), []).append(pt)
+                for sub in setups.values():
+                    sub.sort(key=lambda pt: pt["bytes"])
+                    xs = [pt["bytes"] for pt in sub]
+                    line = len(set(xs)) == len(xs) > 1
+                    ax.plot(xs, [pt["predicted"] for pt in sub], linestyle="-" if line else "none",
+                            marker=".", color=c, linewidth=1.4, alpha=1.0 if asserted else 0.5)
+                    ax.plot(xs, [pt["measured"] for pt in sub], "x", color=c, markersize=5,
+                            alpha=1.0 if asserted else 0.5)
+                    for kind in ("predicted", "measured"):
+                        drawn["series"].append({"label": name, "kind": kind, "bytes": xs,
+                                                "line": line and kind == "predicted",
+                                                "setup": list(sub[0].get(k) for k in
+                                                              ("op", "gpus", "setup"))})
+                ax.plot([], [], "-", marker=".", color=c, alpha=1.0 if asserted else 0.5,
+                        label="%s (%s)%s" % (name, pts[0].get("preset"),
+                                             "" if asserted else ", shown, not asserted"))
+            if curves:
+                ax.plot([], [], linestyle="none", marker=".", color="0.2", label="dot: predicted")
+                ax.plot([], [], linestyle="none", marker="x", color="0.2", label="cross: measured")
 
     if args.measured:
         doc = _common.load_json(args.measured)
@@ -143,8 +175,10 @@ def main():
                   file=sys.stderr)
         for label, pts in series:
             pts.sort()
-            ax.plot([x for x, _ in pts], [y for _, y in pts], "s--", color="C%d" % (color % 10),
-                    markersize=3.5, linewidth=0.8, label=label)
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "s--",
+                    color=palette[color % len(palette)], markersize=3.5, linewidth=0.8, label=label)
+            drawn["series"].append({"label": label, "kind": "measured", "overlay": True,
+                                    "bytes": [x for x, _ in pts], "line": True})
             color += 1
 
     from matplotlib.ticker import FuncFormatter, LogLocator
@@ -169,7 +203,8 @@ def main():
         ax.legend(fontsize=7, loc="upper left")
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     fig.tight_layout()
-    _common.save(fig, args.out)
+    _common.declutter(fig, notes)
+    _common.save(fig, args.out, args.summary, drawn)
 
 
 if __name__ == "__main__":

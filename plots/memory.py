@@ -20,7 +20,8 @@ CATEGORIES = [("params", "parameters"), ("grads", "gradients"),
 
 
 def stage_peaks(trace_path):
-    """{stage: (peak GiB, [ranks])} from a trace's "memory (GiB)" counters."""
+    """{stage: (peak GiB, [ranks])} from a trace's "memory (GiB)" counters: the stages of the
+    ranks the trace holds (`zerosim simulate --trace` keeps the first of each stage)."""
     doc = _common.load_json(trace_path)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     stage = _common.pipeline_stages(events)
@@ -55,10 +56,15 @@ def main():
 
     reports = [_common.load_json(path) for path in args.reports]
     for path, r in zip(args.reports, reports):
-        if "memory_per_gpu_bytes" not in r:
-            sys.exit("error: %s has no memory_per_gpu_bytes (not a zerosim report)" % path)
+        for key in ("memory_per_gpu_bytes", "fits_in_memory", "gpu_memory_bytes"):
+            if key not in r:
+                sys.exit("error: %s has no %s (not a zerosim simulate/memory report)" % (path, key))
     labels = _common.scenario_labels([r.get("scenario") for r in reports], args.labels) \
         if reports else []
+    # Two reports of the same scenario would share a label: tell them apart by their place.
+    labels = [lab if labels.count(lab) == 1 else "%s (#%d)" % (lab, i + 1)
+              for i, lab in enumerate(labels)]
+    drawn = {"bars": [], "stages": []}
 
     plt = _common.pyplot()
     panels = (1 if reports else 0) + (1 if args.trace else 0)
@@ -79,12 +85,17 @@ def main():
         peaks = [r["memory_per_gpu_bytes"].get("peak", 0) / _common.GIB for r in reports]
         ax.hlines(peaks, [x - 0.34 for x in xs], [x + 0.34 for x in xs], color="black",
                   linewidth=2, zorder=3, label="peak (largest sum at one time)")
-        for x, pk, stack, r in zip(xs, peaks, bottom, reports):
-            fits = r.get("fits_in_memory", True)
-            ax.annotate("peak %.1f GiB%s" % (pk, "" if fits else "\nDOES NOT FIT"),
+        for x, pk, stack, r, path, lab in zip(xs, peaks, bottom, reports, args.reports, labels):
+            fits = r["fits_in_memory"]
+            # Host memory holds what offload moves there; a layout that overflows it fails too.
+            host = r.get("fits_in_host_memory", True)
+            ax.annotate("peak %.1f GiB%s%s" % (pk, "" if fits else "\nDOES NOT FIT",
+                                               "" if host else "\nHOST MEMORY DOES NOT FIT"),
                         (x, max(pk, stack)),
                         xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8,
-                        color="black" if fits else "#d62728")
+                        color="black" if fits and host else "#d62728")
+            drawn["bars"].append({"file": path, "label": lab, "peak_gib": pk, "stack_gib": stack,
+                                  "fits_in_memory": fits, "fits_in_host_memory": host})
         caps = sorted({r.get("gpu_memory_bytes", 0) / _common.GIB for r in reports} - {0})
         for cap in caps:
             ax.axhline(cap, color="#d62728", linestyle="--", linewidth=1)
@@ -93,8 +104,8 @@ def main():
         top = max(bottom + peaks + caps)
         ax.set_ylim(0, top * 1.18)
         ax.set_xticks(list(xs))
-        ax.set_xticklabels(labels, rotation=20 if max(map(len, labels)) > 12 else 0,
-                           ha="right" if max(map(len, labels)) > 12 else "center")
+        # Long labels go one setting a line, so neighbours never run into each other.
+        ax.set_xticklabels([lab.replace(", ", "\n") if len(lab) > 12 else lab for lab in labels])
         ax.set_ylabel("memory per GPU (GiB)")
         ax.set_xlabel("scenario")
         ax.grid(axis="x", visible=False)
@@ -115,6 +126,8 @@ def main():
             all_stages.update(stages)
             xs = [s + (i - (n - 1) / 2) * width for s in stages]
             vals = [peaks[s][0] for s in stages]
+            drawn["stages"] += [{"trace": path, "stage": s, "peak_gib": peaks[s][0],
+                                 "ranks": peaks[s][1]} for s in stages]
             label = args.trace_labels[i] if args.trace_labels and i < len(args.trace_labels) \
                 else os.path.basename(path)
             ax.bar(xs, vals, width * 0.9, label=label, color="C%d" % i)
@@ -132,7 +145,7 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    _common.save(fig, args.out)
+    _common.save(fig, args.out, args.summary, drawn)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 """Plots of a parameter sweep (`zerosim sweep --out FILE.csv|json`, or any CSV/JSON table with
 one row per point): a line plot of a metric vs one column, one line per value of another
 (tokens/s vs nodes per ZeRO stage), or a heatmap of a metric over two columns. Points that do
-not fit in memory or failed are marked, not dropped silently.
+not fit in memory (zerosim's fits_in_memory or fits_in_host_memory false) or failed (an error)
+are marked, never drawn as values; the heatmap outlines the best cell that fits.
 
     zerosim sweep ... --out sweep.csv && python3 plots/sweep.py sweep.csv --x cluster.nodes --group zero.stage --metric tokens_per_s -o tps.png
     python3 plots/sweep.py sweep.csv --x zero.stage --y cluster.nodes --metric mfu -o mfu.png
@@ -35,6 +36,23 @@ def convert(v):
         return s
 
 
+# The columns `zerosim sweep` writes that say a point does not fit: GPU memory, and host memory
+# when the optimizer or parameters are offloaded.
+FITS_COLUMNS = ["fits_in_memory", "fits_in_host_memory"]
+
+
+def json_row(r):
+    """One JSON row with dotted column names. `zerosim sweep --out F.json` nests the varied keys
+    under "point" ({"point": {"zero.stage": 1}, "step_time_s": ...}); they become columns of
+    their own, named as in the CSV."""
+    point = r.get("point")
+    rest = {k: v for k, v in r.items() if k != "point"}
+    out = _common.flatten(rest)
+    if isinstance(point, dict):
+        out.update(point)
+    return out
+
+
 def load_rows(path):
     """Rows (dicts with dotted column names) of a CSV or JSON sweep."""
     if path.endswith(".csv"):
@@ -51,21 +69,23 @@ def load_rows(path):
                 break
     if not isinstance(doc, list):
         sys.exit("error: %s: expected a .csv file or a JSON list of rows" % path)
-    return [_common.flatten(r) for r in doc if isinstance(r, dict)]
+    return [json_row(r) for r in doc if isinstance(r, dict)]
 
 
 def sort_key(v):
     return (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
 
 
-def is_failed(row, fits_col, error_col):
-    """(failed, reason): a row that does not fit or carries an error."""
-    fits = row.get(fits_col)
-    if fits is False or fits == 0:
-        return True, "does not fit"
-    err = row.get(error_col)
+def is_failed(row, fits_cols, error_col):
+    """(failed, reason): a row that carries an error (zerosim sweep: the layout is infeasible) or
+    does not fit."""
+    err = row.get(error_col) if error_col else None
     if err not in (None, "", False):
-        return True, "error"
+        return True, "infeasible"
+    for col in fits_cols:
+        fits = row.get(col)
+        if fits is False or fits == 0:
+            return True, "does not fit"
     return False, ""
 
 
@@ -95,6 +115,44 @@ def fmt_value(v, _pos=None):
     return "%#.3g" % v if v != 0 else "0"
 
 
+def distinct_formatter():
+    """A tick formatter writing fmt_value's labels, with more digits where 3 would make two ticks
+    read the same (12.05 and 12.10 both "12.1"), and never an offset the axis label would not
+    show. Built on call: matplotlib is imported once _common.pyplot() has checked it is there."""
+    from matplotlib.ticker import Formatter
+
+    class Distinct(Formatter):
+        def __call__(self, v, pos=None):
+            return fmt_value(v, pos)
+
+        def format_ticks(self, values):
+            labels = [fmt_value(v, 0) for v in values]
+            digits = 4
+            while len(set(labels)) < len(labels) and digits <= 12:
+                labels = [("%%.%dg" % digits) % v for v in values]
+                digits += 1
+            return labels
+    return Distinct()
+
+
+def tick_labels(values):
+    """One label per column value, distinct even where 3 digits would merge two (12.31, 12.34)."""
+    labels = [fmt_value(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+              for v in values]
+    if len(set(labels)) < len(labels):
+        labels = [repr(v) if isinstance(v, float) else str(v) for v in values]
+    return labels
+
+
+def best_cell(points, how):
+    """The cell with the best value among those drawn as values (only rows that fit), or None."""
+    ok = [(k, aggregate(slot["ok"], how)) for k, slot in points.items() if slot["ok"]]
+    if not ok:
+        return None
+    pick = min if how == "min" else max
+    return pick(ok, key=lambda kv: kv[1])
+
+
 def main():
     p = _common.parser("Line plot or heatmap of a zerosim parameter sweep.", "sweep.png")
     p.add_argument("table", help="sweep output: .csv (header row) or .json (list of rows)")
@@ -112,10 +170,11 @@ def main():
     p.add_argument("--agg", choices=["max", "min", "mean", "first"],
                    help="combine rows that land on the same point (default: min for times, "
                    "memory and bytes, else max)")
-    p.add_argument("--fits-column", default="fits", help="column saying the point fits "
-                   "(default %(default)s)")
+    p.add_argument("--fits-column", action="append", metavar="COL",
+                   help="column saying the point fits, true/false (repeatable; default: "
+                   "zerosim sweep's %s; `none` for a table without one)" % ", ".join(FITS_COLUMNS))
     p.add_argument("--error-column", default="error", help="column holding a failure "
-                   "message (default %(default)s)")
+                   "message (default %(default)s; `none` for a table without one)")
     p.add_argument("--logx", action="store_true", help="log-2 x axis (line plot; automatic "
                    "for positive numeric x spanning 8x or more)")
     p.add_argument("--logy", action="store_true", help="log y axis (line plot)")
@@ -135,6 +194,14 @@ def main():
         if col not in columns:
             sys.exit("error: %s has no column %r; columns: %s" %
                      (args.table, col, ", ".join(sorted(columns))))
+    # A fits column the table lacks is an error, not a silent "everything fits".
+    fits_cols = [c for c in (args.fits_column or FITS_COLUMNS) if c != "none"]
+    error_col = None if args.error_column == "none" else args.error_column
+    for col, flag in [(c, "--fits-column") for c in fits_cols] + [(error_col, "--error-column")]:
+        if col and col not in columns:
+            sys.exit("error: %s has no column %r, which says whether a point fits or failed; "
+                     "name the table's with %s (or %s none); columns: %s" %
+                     (args.table, col, flag, flag, ", ".join(sorted(columns))))
     for f in args.filter:
         col, _, val = f.partition("=")
         if col not in columns:
@@ -146,12 +213,12 @@ def main():
     how = args.agg or default_agg(args.metric)
     scale = _common.value_scale(args.metric)
     second = args.group if kind == "line" else args.y
-    points = {}  # (x, second) -> {"ok": [values], "failed": [reasons]}
+    points = {}  # (x, second) -> {"ok": [values], "failed": [reasons], "rows": [rows]}
     for r in rows:
         key = (r.get(args.x), r.get(second) if second else None)
         slot = points.setdefault(key, {"ok": [], "failed": [], "rows": []})
         slot["rows"].append(r)
-        failed, reason = is_failed(r, args.fits_column, args.error_column)
+        failed, reason = is_failed(r, fits_cols, error_col)
         v = r.get(args.metric)
         if failed or not isinstance(v, (int, float)) or isinstance(v, bool):
             slot["failed"].append(reason or "no value")
@@ -161,13 +228,21 @@ def main():
     if dup:
         varying = sorted(c for c in columns if c not in (args.x, second, args.metric) and
                          any(len({repr(r.get(c)) for r in points[k]["rows"]}) > 1 for k in dup))
-        print("note: %d points have several rows (varying: %s); plotting their %s" %
-              (len(dup), ", ".join(varying[:6]) or "nothing", how), file=sys.stderr)
+        print("note: %d points have several rows (varying: %s); plotting the %s of those that "
+              "fit" % (len(dup), ", ".join(varying[:6]) or "nothing", how), file=sys.stderr)
 
     xs = sorted({k[0] for k in points}, key=sort_key)
     seconds = sorted({k[1] for k in points}, key=sort_key)
     xlabel = args.xlabel or _common.axis_label(args.x)
     mlabel = args.ylabel if kind == "line" and args.ylabel else _common.axis_label(args.metric)
+    best = best_cell(points, how)
+    best_text = None
+    if best:
+        (bx, bs), bv = best
+        best_text = ", ".join([_common.short_setting(args.x, bx)] +
+                              ([_common.short_setting(second, bs)] if second else []))
+        print("best %s: %s: %s %s" % ("that fits" if fits_cols else "(fit not checked)",
+                                       best_text, args.metric, fmt_value(bv / scale)))
     plt = _common.pyplot()
 
     if kind == "line":
@@ -185,24 +260,24 @@ def main():
                 ax.plot([a for a, _ in good], [b for _, b in good], "-o", color=c,
                         markersize=4, label=label)
             elif label:
-                ax.plot([], [], "x", color=c, mew=2, label=label + " (no point fits/ran)")
+                ax.plot([], [], "x", color=c, mew=2, label=label + " (no point fits)")
             if bad:
                 any_failed = True
-                # Failed points sit on the x axis as crosses in the line's colour.
-                ax.plot(bad, [0] * len(bad), "x", color=c, markersize=8, mew=2, clip_on=False,
-                        transform=ax.get_xaxis_transform())
+                # Failed points sit at the bottom as crosses in the line's colour, a row per
+                # line so that one line's cross does not hide another's.
+                ax.plot(bad, [0.03 + 0.04 * i] * len(bad), "x", color=c, markersize=7, mew=2,
+                        clip_on=False, transform=ax.get_xaxis_transform())
         if any_failed:
-            ax.plot([], [], "x", color="0.3", mew=2, label="does not fit / failed")
+            ax.plot([], [], "x", color="0.3", mew=2, label="does not fit / infeasible")
         if args.logx or (numeric and min(xs) > 0 and max(xs) / min(xs) >= 8):
             ax.set_xscale("log", base=2)
         if args.logy:
             ax.set_yscale("log")
         else:
             ax.set_ylim(bottom=0)
-            from matplotlib.ticker import FuncFormatter
-            ax.yaxis.set_major_formatter(FuncFormatter(fmt_value))
+            ax.yaxis.set_major_formatter(distinct_formatter())
         ax.set_xticks([pos[x] for x in xs])
-        ax.set_xticklabels([fmt_value(x) if numeric else str(x) for x in xs])
+        ax.set_xticklabels(tick_labels(xs) if numeric else [str(x) for x in xs])
         ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.set_ylabel(mlabel)
@@ -226,6 +301,7 @@ def main():
         im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="auto", origin="lower")
         cbar = fig.colorbar(im, ax=ax)
         cbar.set_label(mlabel)
+        cbar.ax.yaxis.set_major_formatter(distinct_formatter())
         finite = grid[np.isfinite(grid)]
         mid = (finite.min() + finite.max()) / 2 if finite.size else 0
         for i in range(len(seconds)):
@@ -234,21 +310,41 @@ def main():
                     ax.text(j, i, fmt_value(float(grid[i, j])), ha="center", va="center",
                             fontsize=8, color="white" if grid[i, j] < mid else "black")
                 elif (i, j) in notes:
-                    ax.text(j, i, notes[(i, j)].replace(" ", "\n", 1), ha="center", va="center", fontsize=8,
-                            color="#d62728")
+                    ax.text(j, i, notes[(i, j)].replace(" ", "\n", 1), ha="center", va="center",
+                            fontsize=8, color="#d62728")
+        if best:
+            import matplotlib.patches as patches
+            (bx, bs), _ = best
+            ax.add_patch(patches.Rectangle((xs.index(bx) - 0.5, seconds.index(bs) - 0.5), 1, 1,
+                                           fill=False, edgecolor="#d62728", linewidth=2.5))
         ax.set_xticks(range(len(xs)))
-        ax.set_xticklabels([fmt_value(x) if isinstance(x, (int, float)) else str(x) for x in xs])
+        ax.set_xticklabels(tick_labels(xs))
         ax.set_yticks(range(len(seconds)))
-        ax.set_yticklabels([fmt_value(y) if isinstance(y, (int, float)) else str(y)
-                            for y in seconds])
+        ax.set_yticklabels(tick_labels(seconds))
         ax.set_xlabel(xlabel)
         ax.set_ylabel(args.ylabel or _common.axis_label(args.y))
         ax.grid(False)
-        ax.set_title(args.title or "%s over %s and %s" % (
+        title = args.title or "%s over %s and %s" % (
             mlabel.split(" (")[0], xlabel.split(" (")[0],
-            (args.ylabel or _common.axis_label(args.y)).split(" (")[0]))
+            (args.ylabel or _common.axis_label(args.y)).split(" (")[0])
+        if best_text and not args.title:
+            title += "\nboxed: the best %s (%s)" % ("that fits" if fits_cols else "value",
+                                                    best_text)
+        ax.set_title(title)
     fig.tight_layout()
-    _common.save(fig, args.out)
+
+    def cell(key, slot):
+        return {"x": key[0], "second": key[1], "rows": len(slot["rows"]),
+                "rows_drawn": len(slot["ok"]),
+                "value": aggregate(slot["ok"], how) if slot["ok"] else None,
+                "status": "value" if slot["ok"] else slot["failed"][0]}
+    drawn = {"kind": kind, "x": args.x, "second": second, "metric": args.metric, "scale": scale,
+             "agg": how, "filter": args.filter, "fits_columns": fits_cols, "error_column": error_col,
+             "cells": [cell(k, points[k]) for k in sorted(points, key=lambda k: (
+                 sort_key(k[0]), sort_key(k[1])))],
+             "best": None if not best else {"x": best[0][0], "second": best[0][1],
+                                            "value": best[1]}}
+    _common.save(fig, args.out, args.summary, drawn)
 
 
 if __name__ == "__main__":

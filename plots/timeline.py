@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Timeline of one simulated step from `zerosim simulate --trace`: one row per (rank, stream),
 compute coloured by phase and collectives by process group (dp, tp, pp), with each rank's
-allocated memory underneath.
+allocated memory underneath. Ranks are cluster ranks; the trace holds those `--trace-ranks`
+chose (by default the first rank of each pipeline stage), and the title says how many of the
+cluster's GPUs that is.
 
     zerosim simulate --pp 2 --trace step.json && python3 plots/timeline.py step.json -o timeline.png
 """
@@ -28,6 +30,18 @@ def parse_ranks(spec):
         else:
             out.add(int(part))
     return out
+
+
+def format_ranks(ranks):
+    """[0, 1, 2, 3, 8] -> "0-3,8", as parse_ranks reads it."""
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else "%d-%d" % (ranks[i], ranks[j]))
+        i = j + 1
+    return ",".join(out)
 
 
 def kind_of(ev):
@@ -62,6 +76,9 @@ def main():
 
     doc = _common.load_json(args.trace)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    # zerosim writes which ranks the trace holds and of how many GPUs; a trace without it is
+    # taken to hold every rank.
+    other = doc.get("otherData", {}) if isinstance(doc, dict) else {}
     proc, thread = {}, {}
     spans = collections.defaultdict(list)      # (pid, tid) -> [event]
     memory = collections.defaultdict(list)     # pid -> [(ts, GiB)]
@@ -82,6 +99,7 @@ def main():
         sys.exit("error: %s has no complete (\"X\") events" % args.trace)
 
     all_ranks = sorted({pid for pid, _ in spans} | set(memory))
+    num_gpus = other.get("num_gpus", len(all_ranks))
     stages = sorted(set(stage.values()))
     if args.ranks:
         ranks = sorted(parse_ranks(args.ranks) & set(all_ranks))
@@ -93,7 +111,8 @@ def main():
     else:
         ranks = all_ranks[:args.max_ranks]
     if not ranks:
-        sys.exit("error: none of the ranks %s is in the trace (it has %s)" % (args.ranks, all_ranks))
+        sys.exit("error: none of the ranks %s is in the trace (it has %s; `zerosim simulate "
+                 "--trace-ranks` picks the ranks a trace holds)" % (args.ranks, all_ranks))
 
     t_end = max(ev["ts"] + ev["dur"] for evs in spans.values() for ev in evs)
     lo = args.start * 1e3 if args.start is not None else 0.0
@@ -143,10 +162,9 @@ def main():
     handles = [plt.Rectangle((0, 0), 1, 1, color=_common.COLORS[k]) for k in order if k in used]
     ax.legend(handles, [names.get(k, k) for k in order if k in used], loc="lower center",
               bbox_to_anchor=(0.5, 1.0), ncol=len(handles), fontsize=8, frameon=False)
-    shown = "%d of %d ranks%s" % (len(ranks), len(all_ranks),
-                                  ", the first of each pipeline stage" if not args.ranks and
-                                  len(stages) > 1 else "") \
-        if len(ranks) < len(all_ranks) else "%d rank%s" % (len(ranks), "s" if len(ranks) > 1 else "")
+    shown = "%s %s of %d GPUs%s" % (
+        "rank" if len(ranks) == 1 else "ranks", format_ranks(ranks), num_gpus,
+        ", the first of each pipeline stage" if not args.ranks and len(stages) > 1 else "")
     ax.set_title(args.title or "Simulated step: %.4g %s, %s" % ((t_end) * time_unit(t_end)[1],
                                                                time_unit(t_end)[0], shown),
                  pad=22)
@@ -174,7 +192,9 @@ def main():
         ax.set_xlabel("time since step start (%s)" % unit)
     ax.set_xlim(lo * scale, hi * scale)
     fig.tight_layout()
-    _common.save(fig, args.out)
+    drawn = {"ranks": ranks, "traced_ranks": all_ranks, "num_gpus": num_gpus, "time_unit": unit,
+             "rows": [[pid, thread.get((pid, tid), "stream %d" % tid)] for pid, tid in rows]}
+    _common.save(fig, args.out, args.summary, drawn)
 
 
 if __name__ == "__main__":

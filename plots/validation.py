@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Predicted vs measured step time from `zerosim validate-published --json`: log-log scatter
 with y = x and +-10 % / +-20 % bands, one colour per source (the case id's prefix, as the
-report's mape_by_source_pct groups them); hollow markers are approximate cases.
+report's mape_by_source_pct groups them); hollow markers are approximate cases, and a cross marks
+a case zerosim predicts would not fit in GPU memory (fits_in_memory false) although it ran.
 
     zerosim validate-published --json published.json && python3 plots/validation.py published.json -o validation.png
 """
@@ -18,6 +19,12 @@ def group_of(case):
     return case["id"].split("-", 1)[0]
 
 
+def group_label(group, n, mape):
+    """"megatron (16 cases, MAPE 5.4 %)"."""
+    return "%s (%d case%s%s)" % (group, n, "" if n == 1 else "s",
+                                 ", MAPE %.1f %%" % mape[group] if group in mape else "")
+
+
 def main():
     p = _common.parser("Predicted vs measured step time from zerosim validate-published.",
                        "validation.png")
@@ -31,9 +38,11 @@ def main():
     doc = _common.load_json(args.report)
     if "cases" not in doc:
         sys.exit("error: %s has no \"cases\" (not a validate-published report)" % args.report)
+    # A case without a positive predicted and measured time has no place on log axes; it is
+    # named under the plot with the skipped ones rather than left out silently.
     cases = [c for c in doc["cases"] if not c.get("skipped") and
-             c.get("predicted_step_time_s") and c.get("measured_step_time_s")]
-    skipped = [c for c in doc["cases"] if c.get("skipped")]
+             (c.get("predicted_step_time_s") or 0) > 0 and (c.get("measured_step_time_s") or 0) > 0]
+    skipped = [c for c in doc["cases"] if c not in cases]
     if args.exclude_approximate:
         cases = [c for c in cases if not c.get("approximate")]
     if not cases:
@@ -63,24 +72,30 @@ def main():
                 continue
             label = None
             if not approx:
-                label = "%s (%d cases%s)" % (g, len(members), ", MAPE %.1f %%" % mape[g]
-                                             if g in mape else "")
+                label = group_label(g, len(members), mape)
             ax.scatter([c["measured_step_time_s"] for c in sel],
                        [c["predicted_step_time_s"] for c in sel], s=36, zorder=3,
                        facecolors="none" if approx else color, edgecolors=color,
                        linewidths=1.2, label=label)
         if not any(not c.get("approximate") for c in members):
             ax.scatter([], [], s=36, facecolors="none", edgecolors=color,
-                       label="%s (%d cases%s)" % (g, len(members), ", MAPE %.1f %%" % mape[g]
-                                                  if g in mape else ""))
+                       label=group_label(g, len(members), mape))
     if any(c.get("approximate") for c in cases):
         ax.scatter([], [], s=36, facecolors="none", edgecolors="black", label="hollow: approximate")
+    unfit = [c for c in cases if not c["fits_in_memory"]]
+    if unfit:
+        ax.scatter([c["measured_step_time_s"] for c in unfit],
+                   [c["predicted_step_time_s"] for c in unfit], s=30, marker="x", zorder=4,
+                   color="#d62728", linewidths=1.2,
+                   label="predicted not to fit in GPU memory (%d)" % len(unfit))
 
     worst = sorted(cases, key=lambda c: -abs(c.get("error_pct", 0)))[:max(args.annotate, 0)]
+    notes = []
     for c in worst:
-        ax.annotate("%s (%+.0f %%)" % (c["id"], c.get("error_pct", 0)),
-                    (c["measured_step_time_s"], c["predicted_step_time_s"]), xytext=(4, -10),
-                    textcoords="offset points", fontsize=6.5, color="0.25")
+        notes.append(ax.annotate("%s (%+.0f %%)" % (c["id"], c.get("error_pct", 0)),
+                                 (c["measured_step_time_s"], c["predicted_step_time_s"]),
+                                 xytext=(4, -10), textcoords="offset points", fontsize=6.5,
+                                 color="0.25"))
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -98,10 +113,17 @@ def main():
                  (len(cases), (", " + ", ".join(overall)) if overall else ""), fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     if skipped:
-        ax.text(0.99, 0.01, "not simulated: " + ", ".join(c["id"] for c in skipped)[:120],
+        ax.text(0.99, 0.01, "not drawn: " + ", ".join(c["id"] for c in skipped)[:120],
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5, color="0.3")
     fig.tight_layout()
-    _common.save(fig, args.out)
+    _common.declutter(fig, notes)
+    drawn = {"cases": [{"id": c["id"], "measured": c["measured_step_time_s"],
+                        "predicted": c["predicted_step_time_s"],
+                        "fits_in_memory": c["fits_in_memory"],
+                        "approximate": bool(c.get("approximate")), "source": group_of(c),
+                        "annotated": c in worst} for c in cases],
+             "not_drawn": [c["id"] for c in skipped]}
+    _common.save(fig, args.out, args.summary, drawn)
 
 
 if __name__ == "__main__":

@@ -113,13 +113,16 @@ ScenarioDocument scenario_document_of(ScenarioArgs& a, const po::variables_map& 
 
 int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
   ScenarioArgs f;
-  std::string json_out, trace_out;
+  std::string json_out, trace_out, trace_ranks = "stages";
   bool fingerprint = false, help = false;
   po::options_description out("output");
   out.add_options()("json", po::value(&json_out), "write the JSON report to FILE (- = stdout)")(
       "help,h", po::bool_switch(&help), "this help");
   if (!memory_only) {
     out.add_options()("trace", po::value(&trace_out), "write a Chrome/Perfetto trace to FILE")(
+        "trace-ranks", po::value(&trace_ranks)->default_value(trace_ranks),
+        "ranks in the trace: stages (the first rank of each pipeline stage), all, or a list "
+        "such as 0,8,16 or 0-7")(
         "fingerprint", po::bool_switch(&fingerprint), "print the trajectory fingerprint");
   }
   po::options_description all;
@@ -145,6 +148,10 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
     }
     return 0;
   }
+  const TraceRankSpec trace_spec = parse_trace_ranks(trace_ranks, s.num_gpus());
+  if (trace_out.empty() && !vm["trace-ranks"].defaulted()) {
+    throw InputError("--trace-ranks", "selects the ranks of a trace; give --trace FILE too");
+  }
   Simulation sim = simulate_step(s);
   PendingOutput json_file(json_out), trace_file(trace_out);
   if (!json_out.empty()) {
@@ -152,9 +159,11 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
     if (!sim.network.is_null()) j["network"] = sim.network;
     json_file.write(j.dump(2) + "\n");
   }
+  TraceRanks traced;
   if (!trace_out.empty()) {
+    traced = select_trace_ranks(sim, trace_spec, s.num_gpus());
     std::ostringstream trace;
-    write_chrome_trace(trace, sim);
+    write_chrome_trace(trace, sim, traced);
     trace_file.write(trace.str());
   }
   json_file.commit();
@@ -165,6 +174,11 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
       std::printf("  fingerprint     %016llx\n",
                   static_cast<unsigned long long>(sim.report.fingerprint));
     }
+  }
+  // On stderr, so that `--json -` keeps stdout a JSON document.
+  if (!trace_out.empty()) {
+    std::fflush(stdout);
+    std::cerr << "zerosim: trace " << trace_out << " holds " << traced.summary << "\n";
   }
   return 0;
 }

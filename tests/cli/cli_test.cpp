@@ -138,6 +138,13 @@ const BadInput kBadInputs[] = {
     {"set_without_equals", "simulate --set zero.stage", "--set", "KEY=VALUE"},
     {"unknown_subcommand", "frobnicate", "frobnicate"},
     {"unknown_list_kind", "list foo", "list", "foo"},
+    // tiny.json: 16 GPUs, TP 2, folded to the first data-parallel replica (ranks 0 and 1).
+    {"trace_ranks_syntax", "simulate tiny.json --trace-ranks 0-x", "--trace-ranks", "0-x"},
+    {"trace_ranks_backwards", "simulate tiny.json --trace-ranks 7-3", "--trace-ranks", "backwards"},
+    {"trace_ranks_beyond_cluster", "simulate tiny.json --trace-ranks 0,16", "--trace-ranks",
+     "16 GPUs"},
+    {"trace_ranks_folded_away", "simulate tiny.json --trace-ranks 2", "--trace-ranks",
+     "sim.ranks=all"},
 };
 
 void PrintTo(const BadInput& c, std::ostream* os) { *os << c.id << ": zerosim " << c.args; }
@@ -250,33 +257,98 @@ TEST(cliOutput, EchoedScenarioReproducesTheReport) {
   }
 }
 
-TEST(cliOutput, ChromeTraceIsValid) {
-  CliDir dir;
-  RunResult r = dir.run("simulate tiny.json --trace trace.json");
-  ASSERT_EQ(r.status, 0) << r.err;
-  const json t = json::parse(slurp(dir.path() / "trace.json"));
-  ASSERT_TRUE(t.contains("traceEvents"));
-  ASSERT_TRUE(t["traceEvents"].is_array());
+// The pids of a trace's complete events, after checking each event's fields.
+std::set<int> trace_pids(const json& t) {
   std::set<int> pids;
-  int complete = 0;
+  EXPECT_TRUE(t.contains("traceEvents") && t["traceEvents"].is_array());
   for (const json& e : t["traceEvents"]) {
-    ASSERT_TRUE(e.contains("ph")) << e.dump();
+    EXPECT_TRUE(e.contains("ph")) << e.dump();
     if (e["ph"] != "X") continue;
-    ++complete;
     for (const char* k : {"pid", "tid"}) {
-      ASSERT_TRUE(e.contains(k) && e[k].is_number_integer()) << e.dump();
+      EXPECT_TRUE(e.contains(k) && e[k].is_number_integer()) << e.dump();
     }
-    for (const char* k : {"ts", "dur"}) ASSERT_TRUE(e.contains(k) && e[k].is_number()) << e.dump();
+    for (const char* k : {"ts", "dur"}) EXPECT_TRUE(e.contains(k) && e[k].is_number()) << e.dump();
     EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
     EXPECT_GE(e["ts"].get<double>(), 0) << e.dump();
     EXPECT_TRUE(e.contains("name") && e["name"].is_string()) << e.dump();
     pids.insert(e["pid"].get<int>());
   }
-  EXPECT_GT(complete, 0);
-  // tiny.json: 2 nodes x 8 GPUs = 16 ranks, tp = 2. Rank 0 and its TP partner are always
-  // traced (symmetric data-parallel replicas may be folded into one); every pid is a rank.
-  EXPECT_TRUE(pids.count(0) && pids.count(1));
-  EXPECT_LT(*pids.rbegin(), 16);
+  return pids;
+}
+
+TEST(cliOutput, ChromeTraceIsValid) {
+  CliDir dir;
+  RunResult r = dir.run("simulate tiny.json --trace trace.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json t = json::parse(slurp(dir.path() / "trace.json"));
+  // tiny.json: 2 nodes x 8 GPUs = 16 ranks, tp = 2, one pipeline stage: rank 0 by default.
+  EXPECT_EQ(trace_pids(t), (std::set<int>{0}));
+  EXPECT_EQ(t["otherData"]["traced_ranks"], json::array({0}));
+  EXPECT_EQ(t["otherData"]["num_gpus"], 16);
+  EXPECT_NE(r.err.find("trace trace.json holds 1 of 16 ranks (0: the first rank of each pipeline "
+                       "stage"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(cliTraceRanks, DefaultIsTheFirstRankOfEachPipelineStageByClusterRank) {
+  CliDir dir;
+  // 16 GPUs as TP 2 x PP 2 x DP 4: Megatron's order puts stage 1 at cluster ranks 8-15. Folded,
+  // the plan holds plan ranks 0-3; the trace numbers them as the GPUs they are.
+  RunResult r = dir.run("simulate tiny.json --pp 2 --trace trace.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json t = json::parse(slurp(dir.path() / "trace.json"));
+  EXPECT_EQ(trace_pids(t), (std::set<int>{0, 8}));
+  std::set<std::string> names;
+  for (const json& e : t["traceEvents"]) {
+    if (e["name"] == "process_name") names.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"rank 0", "rank 8"}));
+  EXPECT_NE(r.err.find("2 of 16 ranks (0,8:"), std::string::npos) << r.err;
+}
+
+TEST(cliTraceRanks, ListsRangesAndAll) {
+  CliDir dir;
+  RunResult r = dir.run("simulate tiny.json --pp 2 --trace list.json --trace-ranks 9,0-1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(trace_pids(json::parse(slurp(dir.path() / "list.json"))), (std::set<int>{0, 1, 9}));
+  EXPECT_NE(r.err.find("3 of 16 ranks (0-1,9: as --trace-ranks asked)"), std::string::npos)
+      << r.err;
+  // all: every simulated rank, which folded is the first data-parallel replica...
+  r = dir.run("simulate tiny.json --pp 2 --trace folded.json --trace-ranks all");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(trace_pids(json::parse(slurp(dir.path() / "folded.json"))),
+            (std::set<int>{0, 1, 8, 9}));
+  EXPECT_NE(r.err.find("sim.ranks=folded"), std::string::npos) << r.err;
+  // ...and unfolded, the full trace of every GPU.
+  r = dir.run("simulate tiny.json --pp 2 --set sim.ranks=all --trace full.json --trace-ranks all");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::set<int> pids = trace_pids(json::parse(slurp(dir.path() / "full.json")));
+  EXPECT_EQ(pids.size(), 16u);
+  EXPECT_EQ(*pids.rbegin(), 15);
+  EXPECT_NE(r.err.find("16 of 16 ranks (0-15: every rank)"), std::string::npos) << r.err;
+}
+
+TEST(cliTraceRanks, WithoutTraceIsAnError) {
+  CliDir dir;
+  RunResult r = dir.run("simulate tiny.json --trace-ranks all");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--trace-ranks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--trace FILE"), std::string::npos) << r.err;
+}
+
+// The size a default trace reaches on 32 nodes: llama2-70b, TP 8 x PP 4 x DP 8, 128 micro-batches.
+// Every rank's trace was 120 MB; the first rank of each stage is 15 MB.
+TEST(cliTraceRanks, DefaultTraceOf32NodesStaysUnder20MB) {
+  CliDir dir;
+  RunResult r = dir.run("simulate --model llama2-70b --cluster dgx-h100 --nodes 32 --tp 8 --pp 4 "
+                        "--zero 1 --gbs 1024 --mbs 1 --trace big.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto bytes = fs::file_size(dir.path() / "big.json");
+  EXPECT_LT(bytes, 20'000'000u);
+  EXPECT_GT(bytes, 1'000'000u);  // it still holds the step
+  const json t = json::parse(slurp(dir.path() / "big.json"));
+  EXPECT_EQ(trace_pids(t), (std::set<int>{0, 64, 128, 192}));
 }
 
 TEST(cliOutput, AllowOomSimulatesWhatDoesNotFit) {
