@@ -1,0 +1,1 @@
+// The translation unit the precompiled header is built from (sim/CMakeLists.txt).
