@@ -43,14 +43,13 @@
 #include "sim/cluster/cluster.h"
 #include "sim/collective/nccl_tuning.h"
 #include "sim/core/plan.h"
+#include "sim/fitted/fitted_constants.h"
 
 namespace zerosim::nccl {
 
-// Per-call overhead of an un-graphed NCCL launch as measured by nccl-tests / torch benchmarks:
-// validate/measurements/collectives.json's small messages take 43.8 us (8x A100 all-reduce 32 KiB, nccl-tests) and
-// 40.0 us (8x H200, 32 KiB, torch) where NCCL's own model says 16.0 and 15.4 us. Two independent
-// curves, 27.8 and 24.6 us apart: 25 us. See docs/NCCL_MODEL.md.
-inline constexpr double kLaunchOverheadS = 25e-6;
+// Per-call overhead of an un-graphed NCCL launch: a fitted constant, declared with its data in
+// sim/fitted/fitted_constants.h (kNcclLaunchOverhead). See docs/NCCL_MODEL.md.
+inline constexpr double kLaunchOverheadS = fitted::kNcclLaunchOverhead.value;
 
 // NCCL's environment (TunerOptions: CPU, NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE) plus the release
 // and zerosim's own terms.

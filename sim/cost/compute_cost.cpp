@@ -12,8 +12,8 @@ namespace zerosim {
 //  - GEMM ceiling: the cluster preset's gemm_efficiency, the maximum achievable matmul FLOPS
 //    measured by Bekman's mamf-finder (ML Engineering Open Book; docs/SOURCES.md#gemm-rates).
 //  - Sustained GEMM rate: MAMF is the best shape over 100 runs of an idle GPU; in a training
-//    step clocks settle lower under sustained power draw and shapes are not the best. 0.85 of
-//    MAMF, fitted once over the published cases (docs/VALIDATION.md), the same for every GPU.
+//    step clocks settle lower under sustained power draw and shapes are not the best. A fitted
+//    constant (scenario key fitted.gemm_sustained; sim/fitted/fitted_constants.h says on what).
 //  - FlashAttention-2 reaches 50-73 % of A100 peak, forward faster than backward (Dao 2023,
 //    arXiv:2307.08691, abstract and Fig. 4-6), but only ~35 % of H100 peak (Shah et al. 2024,
 //    FlashAttention-3, arXiv:2407.08608, introduction); per generation in
@@ -63,7 +63,8 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
     : s_(s), c_(c) {
   const GpuSpec& gpu = s.cluster.gpu;
   peak_flops_ = gpu.peak_tflops(s.training.precision) * 1e12;
-  gemm_flops_ = peak_flops_ * gpu.gemm_efficiency * c_.gemm_sustained;
+  // The share of the best GEMM rate a training step sustains is fitted (fitted.gemm_sustained).
+  gemm_flops_ = peak_flops_ * gpu.gemm_efficiency * s.fitted.gemm_sustained;
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
   flash_ = flash_attention_efficiency(gpu);
   layer_ = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,

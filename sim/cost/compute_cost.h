@@ -13,7 +13,6 @@ namespace zerosim {
 
 // Calibratable constants of the compute model; defaults cite their sources in compute_cost.cpp.
 struct ComputeConstants {
-  double gemm_sustained = 0.85;             // sustained share of the MAMF rate in training
   double unfused_attention_efficiency = 0.5;  // batched QK^T / PV GEMMs, of the GEMM rate
   double small_dim_knee = 128;              // a GEMM dimension d runs at d / (d + knee)
   int tile = 128;                           // output tile edge for wave quantization

@@ -123,6 +123,12 @@ BackgroundJob background_job(const WhatIf& w) {
   return job;
 }
 
+nccl::ModelOptions nccl_options(const Scenario& s) {
+  nccl::ModelOptions o;
+  o.launch_overhead_s = s.fitted.nccl_launch_overhead;
+  return o;
+}
+
 // Plays the plan on the scenario's network backend with its what-ifs applied.
 void play_step(const Scenario& s, ComputeCost& compute, Simulation& sim) {
   const Plan& plan = sim.plan.plan;
@@ -133,7 +139,7 @@ void play_step(const Scenario& s, ComputeCost& compute, Simulation& sim) {
       return;
     }
     case NetworkModel::Analytical: {
-      nccl::NcclModel model(s.cluster);
+      nccl::NcclModel model(s.cluster, nccl_options(s));
       if (s.whatif.degraded_nodes.empty()) {
         nccl::NcclAnalyticalComm comm(model);
         sim.result = run_engine(plan, compute, comm);
@@ -141,7 +147,7 @@ void play_step(const Scenario& s, ComputeCost& compute, Simulation& sim) {
       }
       ClusterSpec slow = s.cluster;
       slow.nic_bandwidth *= s.whatif.nic_bandwidth_factor;
-      nccl::NcclModel degraded(slow);
+      nccl::NcclModel degraded(slow, nccl_options(s));
       DegradedNodesComm comm(model, degraded, s.cluster, s.whatif.degraded_nodes);
       sim.result = run_engine(plan, compute, comm);
       return;
@@ -150,6 +156,7 @@ void play_step(const Scenario& s, ComputeCost& compute, Simulation& sim) {
       std::vector<std::uint8_t> classes;
       for (GroupKind k : sim.plan.group_kind) classes.push_back(static_cast<std::uint8_t>(k));
       FlowCommOptions options;
+      options.nccl = nccl_options(s);
       if (plan.folded()) {  // inject the other replicas' copies of what reaches the fabric
         options.replicas = s.parallel.dp;
         options.replica_rank_stride = s.parallel.tp;  // Megatron's order: tp, then dp, then pp

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "sim/core/error.h"
+#include "sim/fitted/fitted_constants.h"
 #include "sim/input/quantity.h"
 
 namespace zerosim {
@@ -195,6 +196,22 @@ KeySpec enum_key(std::string path, json def, const EnumName<E> (&names)[N], std:
     get(s) = read_choice(v, p, table);
   };
   k.echo = [get, table](const Scenario& s) { return json(name_of<E>(table, get(s))); };
+  return k;
+}
+
+template <class Get>
+KeySpec time_key(std::string path, json def, double max_s, std::string help, Get get) {
+  KeySpec k = entry(std::move(path), "time", std::move(def), std::move(help));
+  k.unit = "s";
+  k.read = [get, max_s, p = k.path](const json& v, Scenario& s) {
+    const double t = parse_quantity(v, Dimension::Time, p);
+    if (!(t >= 0 && t <= max_s)) {
+      throw InputError(p, "must be between 0 and " + quantity_text(max_s, Dimension::Time) +
+                              ", got " + v.dump());
+    }
+    get(s) = t;
+  };
+  k.echo = [get](const Scenario& s) { return json(quantity_text(get(s), Dimension::Time)); };
   return k;
 }
 
@@ -483,6 +500,26 @@ void add_sim_and_whatif_keys(std::vector<KeySpec>& t) {
                   .switch_flag("allow-oom", "simulate even if the step does not fit"));
 }
 
+// The fitted constants (sim/fitted/fitted_constants.h): each key's help says what it was fitted
+// on and how, so `zerosim list keys` shows it.
+std::string fitted_help(const fitted::FittedConstant& c, const std::string& what) {
+  return what + "; FITTED on " + c.fitted_on + "; " + c.method;
+}
+
+void add_fitted_keys(std::vector<KeySpec>& t) {
+  using namespace fitted;
+  t.push_back(number_key(kGemmSustained.key, kGemmSustained.value, 0.05, 1.0,
+                         fitted_help(kGemmSustained,
+                                     "share of the GPU's best GEMM rate (MAMF) a training step "
+                                     "sustains"),
+                         FIELD(fitted.gemm_sustained)));
+  t.push_back(time_key(kNcclLaunchOverhead.key,
+                       quantity_text(kNcclLaunchOverhead.value, Dimension::Time), 1e-3,
+                       fitted_help(kNcclLaunchOverhead,
+                                   "host and launch time of one NCCL call outside CUDA graphs"),
+                       FIELD(fitted.nccl_launch_overhead)));
+}
+
 #undef FIELD
 
 std::vector<KeySpec> build_table() {
@@ -492,6 +529,7 @@ std::vector<KeySpec> build_table() {
   add_parallel_keys(t);
   add_zero_keys(t);
   add_sim_and_whatif_keys(t);
+  add_fitted_keys(t);
   return t;
 }
 

@@ -100,6 +100,13 @@ struct ZeroConfig {
   CommDtype communication_dtype = CommDtype::Default;
 };
 
+// Constants fitted on measurements (sim/fitted/fitted_constants.h), exposed so that a run or the
+// refit can change them.
+struct FittedConfig {
+  double gemm_sustained = 0;       // share of the GPU's MAMF rate a training step sustains
+  double nccl_launch_overhead = 0;  // seconds per un-graphed NCCL call
+};
+
 struct SimConfig {
   NetworkModel network = NetworkModel::Flow;
   bool layer_granularity = true;
@@ -137,6 +144,7 @@ struct Scenario {
   ZeroConfig zero;
   SimConfig sim;
   WhatIf whatif;
+  FittedConfig fitted;
   nlohmann::json resolved;  // the full document, defaults included
   std::vector<InputWarning> warnings;  // in the order they were found
 

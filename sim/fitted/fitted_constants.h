@@ -1,0 +1,43 @@
+#pragma once
+// The constants of zerosim that were chosen by looking at measurements, declared in one place with
+// the data they were fitted on and how. Every other constant comes from a datasheet, a paper or a
+// framework's source and cites it where it is used; an ASSUMPTION says so. A fitted constant is
+// in-sample for the data it was fitted on: docs/VALIDATION.md reports those runs apart from the
+// held-out ones, and `zerosim calibrate` refits every entry here on the calibration set only.
+//
+// The scenario exposes each as a key of the `fitted` section (its default is the value here), so
+// a run can change it and the refit can try values without rebuilding.
+
+namespace zerosim::fitted {
+
+struct FittedConstant {
+  const char* key;        // scenario key, "fitted.<name>"
+  double value;
+  const char* unit;       // "" for a plain number, else the unit its key is written in
+  const char* fitted_on;  // the measurements it was chosen on
+  const char* method;     // how
+};
+
+// Share of the GPU's best measured GEMM rate (MAMF, cluster.gpu.gemm_efficiency) sustained by a
+// training step's GEMMs: clocks settle lower under sustained power draw and shapes are not the
+// best one.
+inline constexpr FittedConstant kGemmSustained{
+    "fitted.gemm_sustained", 0.85, "",
+    "the calibration set of docs/VALIDATION.md (family megatron-sc21: Narayanan et al. SC21 "
+    "Tables 1 and 2, A100)",
+    "`zerosim calibrate`: the grid 0.70 to 0.95 in steps of 0.01, minimizing the calibration set's "
+    "step-time MAPE on the analytical network"};
+
+// Host and launch time of one NCCL call not graphed with CUDA graphs, on top of NCCL's own latency
+// model.
+inline constexpr FittedConstant kNcclLaunchOverhead{
+    "fitted.nccl_launch_overhead", 25e-6, "s",
+    "the 32 KiB points of two all_reduce curves on one node in validate/measurements/"
+    "collectives.json (8x A100, nccl-tests: 43.8 us; 8x H200, torch: 40.0 us), which NCCL's own "
+    "model puts 27.8 and 24.6 us below the measurement",
+    "the measured time minus NCCL's model time at 32 KiB, averaged over the two curves and "
+    "rounded to 25 us; those two points are reported apart from the held-out ones"};
+
+inline constexpr FittedConstant kAll[] = {kGemmSustained, kNcclLaunchOverhead};
+
+}  // namespace zerosim::fitted
