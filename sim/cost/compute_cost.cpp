@@ -43,8 +43,10 @@ namespace zerosim {
 //    copies it into or out of the flat NCCL buffer with one copy_() (PyTorch 1.8
 //    ProcessGroupNCCL allgather/reduce_scatter with tensor lists; PyTorch PR #33924 measured
 //    those copies making an 8-GPU all-gather 4.6x slower). Each is a dispatched PyTorch op at
-//    5-7 us of host time (PyTorch issue #41383), so two per rank: 12 us (ASSUMPTION: the middle
-//    of 10-14 us; not fitted to the cases).
+//    5-7 us of host time (PyTorch issue #41383): 6 us each (ASSUMPTION: the middle; not fitted
+//    to the cases), so 12 us per rank. DeepSpeed >= 0.6's reduce_scatter_coalesced
+//    (runtime/comm/coalesced_collectives.py) still slices every tensor once per rank in Python
+//    before the collective: one op per rank per call.
 //  - PCIe copies: pinned host<->device copies reach 0.866 of the link (H200 host-to-device 55.43
 //    of 64 GB/s, ML Engineering Open Book, network chapter); the ranks of a node also share its DRAM
 //    bandwidth (each GPU has its own PCIe switch uplink in the presets' topologies). NVMe: the
@@ -84,7 +86,7 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
         work.kind == WorkKind::DeviceToHost || work.kind == WorkKind::NvmeToDevice) {
       t = host_seconds(work);
     } else if (work.kind == WorkKind::HostOverhead) {
-      t = c_.list_collective_s_per_rank * static_cast<double>(work.elements);
+      t = c_.host_op_s * static_cast<double>(work.elements);
     } else if (work.kind == WorkKind::Quantize) {
       // ZeRO++ (de)quantization kernels are memory-bound: their bytes at the HBM rate.
       t = bytes_seconds(static_cast<double>(work.elements)) + c_.kernel_overhead_s;

@@ -25,9 +25,9 @@ struct ComputeConstants {
   double cpu_adam_dram_bytes_per_param = 30;       // host memory traffic of one CPU Adam update
   double dram_efficiency = 0.7;                    // achievable share of the DRAM bandwidth
   double pcie_efficiency = 0.866;                  // achievable share of PCIe for pinned copies
-  // Host time per rank of a collective called with a list of world-size tensors (DeepSpeed
-  // 0.3-0.5 stage 3): a narrow() and a copy_() per rank, see compute_cost.cpp.
-  double list_collective_s_per_rank = 12e-6;
+  // Host time of one dispatched PyTorch op (a view, a narrow, a copy_), see compute_cost.cpp:
+  // what DeepSpeed's per-rank tensor lists cost.
+  double host_op_s = 6e-6;
 };
 
 // FlashAttention-2 forward and backward rates as a share of the GPU's dense peak, by GPU

@@ -25,7 +25,8 @@ enum class WorkKind : std::uint8_t {
 struct Work {
   WorkKind kind = WorkKind::AttentionForward;
   // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved;
-  // Quantize: bytes read and written in HBM; HostOverhead: ranks in the tensor list.
+  // Quantize: bytes read and written in HBM; HostOverhead: PyTorch ops the host dispatches (a
+  // tensor list's views and copies, one or two per rank).
   std::int64_t elements = 0;
   // CpuOptimizerStep: bytes swapped between host memory and NVMe around the step (ZeRO-Infinity).
   std::int64_t nvme_bytes = 0;

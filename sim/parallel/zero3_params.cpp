@@ -6,7 +6,8 @@ namespace zerosim::plan_detail {
 
 std::int32_t tensor_list_op(Emitter& e, const Scenario& s, const std::string& name,
                             const std::vector<std::int32_t>& deps) {
-  return e.work_op(OpKind::Compute, {WorkKind::HostOverhead, s.parallel.dp, 0}, Stream::Compute,
+  // A narrow() and a copy_() per rank.
+  return e.work_op(OpKind::Compute, {WorkKind::HostOverhead, 2 * s.parallel.dp, 0}, Stream::Compute,
                    Phase::Communication, name, deps);
 }
 
