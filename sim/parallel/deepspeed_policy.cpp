@@ -56,6 +56,18 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
   // accumulation boundary (all_reduce_coalesced over param_repli_group).
   g.replicas = replica_reduce(s, ReplicaReduce::OncePerStep);
   p.params.gather_after_step = gathers_partitions_after_step(s);
+  if (zs == 3 && !z.per_parameter_stage3) {
+    // Stage 3 as DeepSpeed >= 0.6 runs it (partitioned_param_coordinator.py, stage3.py,
+    // runtime/comm/coalesced_collectives.py): module hooks, a gradient hook per parameter with
+    // the bucket flushed before a gradient that would overflow it
+    // (reduce_independent_p_g_buckets_and_remove_grads), reduce_scatter_coalesced's per-rank
+    // slices on the host, and the compute stream waiting for the whole gather stream at each
+    // module.
+    p.params.gather_per_module = true;
+    p.params.compute_waits_for_earlier_gathers = true;
+    g.per_tensor_hooks = true;
+    g.reduce_host_ops_per_rank = 1;
+  }
   return p;
 }
 

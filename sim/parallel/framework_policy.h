@@ -63,6 +63,13 @@ struct GradientPolicy {
   int throttle_depth = 0;
   bool sync_at_end = false;
   ReplicaReduce replicas = ReplicaReduce::None;
+  // Hooks see every parameter tensor on its own (DeepSpeed registers one per parameter), so the
+  // bucket rule applies tensor by tensor: a weight larger than the bucket is reduced alone and
+  // the biases and norms between weights go in small buckets of their own.
+  bool per_tensor_hooks = false;
+  // Host ops per rank before each bucket's collective (DeepSpeed's reduce_scatter_coalesced
+  // slices every tensor once per rank in Python); on the training thread, so compute waits.
+  int reduce_host_ops_per_rank = 0;
 };
 
 struct ParameterPolicy {
@@ -70,6 +77,12 @@ struct ParameterPolicy {
   bool gather_after_step = false;
   // ...or, with Megatron's --overlap-param-gather, bucket by bucket during the next forward.
   bool gather_in_next_forward = false;
+  // Stage 3 gathers each module's parameters with a collective of its own (DeepSpeed's hooks are
+  // per nn.Module: fused QKV, output projection, each MLP linear), not one per unit.
+  bool gather_per_module = false;
+  // A compute op waits for every gather issued before its pre-hook, not only its own (DeepSpeed's
+  // fetch_sub_module: current_stream().wait_stream(allgather stream) before the prefetches).
+  bool compute_waits_for_earlier_gathers = false;
 };
 
 struct FrameworkPolicy {

@@ -43,6 +43,22 @@ void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_
   bucket_elements_ += params;
 }
 
+void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_by) {
+  if (!g_.per_tensor_hooks || u.weights.empty()) {
+    gradient_ready(u.params, produced_by);
+    return;
+  }
+  std::int64_t small = u.params;
+  for (std::int64_t w : u.weights) small -= w;
+  small = std::max<std::int64_t>(0, small);
+  const auto modules = static_cast<std::int64_t>(u.weights.size());
+  for (std::size_t i = u.weights.size(); i-- > 0;) {
+    gradient_ready(u.weights[i], produced_by);
+    const std::int64_t share = small / modules + (i == 0 ? small % modules : 0);
+    if (share > 0) gradient_ready(share, produced_by);
+  }
+}
+
 void GradientReducer::flush(std::int32_t produced_by) {
   if (bucket_elements_ == 0) return;
   flush_elements(bucket_elements_, produced_by);
@@ -52,6 +68,15 @@ void GradientReducer::flush(std::int32_t produced_by) {
 void GradientReducer::flush_elements(std::int64_t elements, std::int32_t produced_by) {
   std::vector<std::int32_t> deps;
   if (produced_by >= 0) deps.push_back(produced_by);
+  if (g_.reduce_host_ops_per_rank > 0 && s_.zero.mics_shard_size <= 0 &&
+      !s_.zero.quantized_gradients) {
+    // The training thread slices the bucket once per rank before it can launch the collective.
+    deps = {e_.work_op(OpKind::Compute,
+                       {WorkKind::HostOverhead, g_.reduce_host_ops_per_rank * s_.parallel.dp, 0},
+                       Stream::Compute, Phase::Communication,
+                       "tensor slices " + g_.collective_name + " #" + std::to_string(bucket_count_),
+                       deps)};
+  }
   const std::int32_t red =
       reduce_bucket(elements, g_.collective_name + " #" + std::to_string(bucket_count_), deps);
   ++bucket_count_;

@@ -26,6 +26,10 @@ class GradientReducer {
   void begin_backward(bool accumulating);
   // A backward hook: `params` gradients are ready after op `produced_by`.
   void gradient_ready(std::int64_t params, std::int32_t produced_by);
+  // A unit's backward produced its gradients: handed over as one, or tensor by tensor when the
+  // framework hooks every parameter (weights in reverse module order, each followed by its
+  // share of the unit's small tensors).
+  void unit_gradients_ready(const Unit& u, std::int32_t produced_by);
   // DeepSpeed 0.3.13-0.5 stage 3: one reduce-scatter per parameter tensor of the unit.
   void per_parameter_reduce(const Unit& u, std::int32_t produced_by);
   // The end of a backward whose hooks ran: the pending bucket, replica reductions, buffers.

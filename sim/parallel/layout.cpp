@@ -29,9 +29,17 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   const int norm_tensors = m.norm == NormKind::LayerNorm ? 2 : 1;
   const int biases = m.linear_bias ? 1 : 0;
   const int mlp_weights = m.mlp == MlpKind::Swiglu ? 3 : 2;
+  const std::int64_t h = m.hidden_size, f = m.ffn_hidden_size;
+  const std::int64_t kvw = m.num_kv_heads * m.head_dim();
+  const std::vector<std::int64_t> attention_weights = {ceil_div(h * (h + 2 * kvw), tp),
+                                                       ceil_div(h * h, tp)};
+  const std::vector<std::int64_t> mlp_weights_each(mlp_weights, ceil_div(h * f, tp));
+  std::vector<std::int64_t> embedding_weights = {ceil_div(m.vocab_size * h, tp)};
+  if (position_table > 0) embedding_weights.push_back(position_table);
   per_virtual[0].push_back({WorkKind::EmbedForward, WorkKind::EmbedBackward, -1,
                             shard(pc.embedding, position_table + embedding_norm), "embedding",
-                            position_table > 0 ? 2 : 1, embedding_norm > 0 ? norm_tensors : 0});
+                            position_table > 0 ? 2 : 1, embedding_norm > 0 ? norm_tensors : 0,
+                            embedding_weights});
   int layer = 0;
   for (int g = 0; g < virtual_stages; ++g) {
     int count = static_cast<int>(m.num_layers / virtual_stages) +
@@ -39,19 +47,21 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
     for (int i = 0; i < count; ++i, ++layer) {
       per_virtual[g].push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, layer,
                                 shard(pc.attention_block, pc.attention_norm + row_bias),
-                                "attention", 2, 2 * biases + norm_tensors});
+                                "attention", 2, 2 * biases + norm_tensors, attention_weights});
       per_virtual[g].push_back({WorkKind::MlpForward, WorkKind::MlpBackward, layer,
                                 shard(pc.mlp_block, pc.mlp_norm + row_bias), "mlp", mlp_weights,
-                                mlp_weights * biases + norm_tensors});
+                                mlp_weights * biases + norm_tensors, mlp_weights_each});
     }
   }
   // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
   // copy for the output layer (Megatron's word-embedding copy on the last stage).
   std::int64_t head = shard(pc.output, 0) + pc.final_norm;
   if (m.tied_embeddings && par.pp > 1) head += shard(m.vocab_size * m.hidden_size, 0);
+  std::vector<std::int64_t> head_weights;
+  if (head > pc.final_norm) head_weights.push_back(head - pc.final_norm);
   per_virtual[virtual_stages - 1].push_back(
       {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head",
-       head > pc.final_norm ? 1 : 0, norm_tensors});
+       head > pc.final_norm ? 1 : 0, norm_tensors, head_weights});
   return per_virtual;
 }
 

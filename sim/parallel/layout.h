@@ -18,8 +18,13 @@ struct Unit {
   std::int64_t params = 0;  // this TP rank's share
   std::string label;
   // Parameter tensors: weights (and tables) large enough to be partitioned, and the small ones
-  // (biases, norms). Only the per-parameter stage-3 schedule of DeepSpeed 0.3-0.5 uses them.
+  // (biases, norms). The stage-3 schedules use them: DeepSpeed 0.3-0.5 gathers each tensor alone,
+  // later versions gather per module and fire one gradient hook per tensor.
   int big_tensors = 1, small_tensors = 0;
+  // The weight of each module that owns one, in forward order, on this TP rank (fused QKV and
+  // the output projection; the MLP's two or three linears; a table): the nn.Modules DeepSpeed's
+  // stage 3 hooks fetch one by one. The unit's other parameters are its small tensors.
+  std::vector<std::int64_t> weights;
 };
 
 // "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.

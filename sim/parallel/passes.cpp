@@ -42,7 +42,12 @@ void StageBuilder::forward_pass(int mb, int chunk) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     const Unit& unit = units[u];
     std::vector<std::int32_t> deps;
-    if (stage3) deps.push_back(zero3_.fetch_forward(chunk, u, prev));
+    if (stage3) {
+      deps.push_back(zero3_.fetch_forward(chunk, u, prev));
+      if (policy_.params.compute_waits_for_earlier_gathers) {
+        deps.push_back(zero3_.gathers_before_hook());
+      }
+    }
     if (gather_params) {
       bucket_gather = params_.in_forward(chunk, buckets, u, bucket_gather, last_compute_);
       deps.push_back(bucket_gather);
@@ -89,7 +94,12 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     const Unit& unit = units[i];
     const std::size_t use = 2 * n_units - 1 - i;  // backward position in the fetch trace
     std::vector<std::int32_t> deps;
-    if (stage3) deps.push_back(zero3_.fetch_backward(chunk, use, prev));
+    if (stage3) {
+      deps.push_back(zero3_.fetch_backward(chunk, use, prev));
+      if (policy_.params.compute_waits_for_earlier_gathers) {
+        deps.push_back(zero3_.gathers_before_hook());
+      }
+    }
     if (full && unit.backward == WorkKind::MlpBackward) {
       e_.alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
                "recomputed activations");
@@ -115,7 +125,7 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     if (hooks && s_.zero.per_parameter_stage3) {
       grads_.per_parameter_reduce(unit, prev);
     } else if (hooks) {
-      grads_.gradient_ready(unit.params, prev);
+      grads_.unit_gradients_ready(unit, prev);
     }
     if (zs >= 2) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
   }

@@ -46,7 +46,7 @@ StageBuilder::StageBuilder(const Scenario& s, int stage, std::vector<std::vector
       policy_(framework_policy(s, stage)),
       e_(tables),
       offload_(e_, s, policy_.grads, dp_subgroup_),
-      zero3_(e_, s, chunks_, dp_subgroup_, offload_),
+      zero3_(e_, s, chunks_, dp_subgroup_, policy_.params, offload_),
       grads_(e_, s, policy_.grads, info, dp_subgroup_, offload_),
       params_(e_, s, policy_, info, dp_subgroup_) {}
 

@@ -134,6 +134,7 @@ bool Zero3Params::release_after_backward(int chunk, std::size_t unit, std::size_
 }
 
 void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_after) {
+  issued_before_hook_ = last_issued_;
   const Residency& r = residency_[chunk];
   const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
   const std::int64_t dp = s_.parallel.dp;
@@ -151,11 +152,14 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
     std::int32_t a =
         e_.alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream, {hook_after});
     std::vector<std::int32_t> deps = {a};
+    const std::vector<std::int64_t> calls = gather_calls(u);
     if (offloads_params(s_)) {
       // The partition comes in from host memory (or NVMe through it) before the all-gather.
       const WorkKind from = s_.zero.offload_param == OffloadDevice::Nvme ? WorkKind::NvmeToDevice
                                                                           : WorkKind::HostToDevice;
-      deps.push_back(offload_.host_copy(from, 2 * ceil_div(u.params, dp), Stream::H2D,
+      Bytes partition = 0;
+      for (std::int64_t elements : calls) partition += 2 * ceil_div(elements, dp);
+      deps.push_back(offload_.host_copy(from, partition, Stream::H2D,
                                         "param partition in " + u.label, {hook_after}));
     }
     // Which ranks hold the pieces: MiCS gathers inside its shard group; with hpZ only the first
@@ -166,24 +170,43 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
                              (s_.zero.hpz_partition_size > 1 && (backward || !first_forward_));
     const std::int64_t n = shard_group ? dp_subgroup_ : dp;
     const Peer peer = shard_group ? Peer::DpShard : Peer::Dp;
-    const std::string name = unit_op_name(u, backward ? "gather(bwd)" : "gather(fwd)");
-    const std::int64_t piece = ceil_div(u.params, n);
-    // qwZ: int8 with one fp32 scale per group of at most kQwzGroup elements; the codes and the
-    // scales are two all-gathers on the same group, and the gathered weights are dequantized
-    // before use. MiCS ignores the flag (mics.py).
-    if (s_.zero.quantized_weights && s_.zero.mics_shard_size <= 0) {
-      const std::int32_t q = quantize_op(e_, 3 * piece, stream, "quantize " + name, deps);
-      const std::int32_t codes = e_.collective(peer, CollectiveKind::AllGather, piece * n, stream,
-                                               name + " int8", {q});
-      const std::int32_t scales = e_.collective(peer, CollectiveKind::AllGather,
-                                                4 * ceil_div(piece, kQwzGroup) * n, stream,
-                                                name + " scales", {codes});
-      fetch_op_[k] = quantize_op(e_, 3 * u.params, stream, "dequantize " + name, {scales});
-    } else {
-      fetch_op_[k] =
-          e_.collective(peer, CollectiveKind::AllGather, 2 * piece * n, stream, name, deps);
+    const std::string unit_name = unit_op_name(u, backward ? "gather(bwd)" : "gather(fwd)");
+    std::int32_t prev = -1;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const std::string name =
+          calls.size() > 1 ? unit_name + " module " + std::to_string(i) : unit_name;
+      const std::vector<std::int32_t> d = i == 0 ? deps : std::vector<std::int32_t>{prev};
+      const std::int64_t piece = ceil_div(calls[i], n);
+      // qwZ: int8 with one fp32 scale per group of at most kQwzGroup elements; the codes and the
+      // scales are two all-gathers on the same group, and the gathered weights are dequantized
+      // before use. MiCS ignores the flag (mics.py).
+      if (s_.zero.quantized_weights && s_.zero.mics_shard_size <= 0) {
+        const std::int32_t q = quantize_op(e_, 3 * piece, stream, "quantize " + name, d);
+        const std::int32_t codes = e_.collective(peer, CollectiveKind::AllGather, piece * n,
+                                                 stream, name + " int8", {q});
+        const std::int32_t scales = e_.collective(peer, CollectiveKind::AllGather,
+                                                  4 * ceil_div(piece, kQwzGroup) * n, stream,
+                                                  name + " scales", {codes});
+        prev = quantize_op(e_, 3 * calls[i], stream, "dequantize " + name, {scales});
+      } else {
+        prev = e_.collective(peer, CollectiveKind::AllGather, 2 * piece * n, stream, name, d);
+      }
     }
+    fetch_op_[k] = prev;
+    last_issued_ = prev;
   }
+}
+
+// The elements of each all-gather call that fetches a unit: one call for the whole unit, or,
+// when the framework's hooks fetch modules one by one, one per module (the unit's small tensors
+// with the first). Each call pads its own pieces, as each parameter is partitioned on its own.
+std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
+  if (!policy_.gather_per_module || u.weights.size() < 2) return {u.params};
+  std::int64_t small = u.params;
+  for (std::int64_t w : u.weights) small -= w;
+  std::vector<std::int64_t> calls = u.weights;
+  calls[0] += std::max<std::int64_t>(0, small);
+  return calls;
 }
 
 // DeepSpeed 0.3.13-0.5 stage 3 (the 2021 code, partition_parameters.py _allgather_param): one

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/parallel/framework_policy.h"
 #include "sim/parallel/layout.h"
 #include "sim/parallel/offload.h"
 #include "sim/parallel/stage_template.h"
@@ -33,8 +34,9 @@ std::int32_t quantize_op(Emitter& e, Bytes bytes, Stream stream, const std::stri
 class Zero3Params {
  public:
   Zero3Params(Emitter& e, const Scenario& s, const std::vector<std::vector<Unit>>& chunks,
-              int dp_subgroup, Offload& offload)
-      : e_(e), s_(s), chunks_(chunks), dp_subgroup_(dp_subgroup), offload_(offload) {}
+              int dp_subgroup, const ParameterPolicy& policy, Offload& offload)
+      : e_(e), s_(s), chunks_(chunks), dp_subgroup_(dp_subgroup), policy_(policy),
+        offload_(offload) {}
 
   // Plans every chunk's residency; then the memory it holds for the whole step.
   void plan();
@@ -52,6 +54,9 @@ class Zero3Params {
   void begin_backward(int mb, int chunk);
   std::int32_t fetch_backward(int chunk, std::size_t use, std::int32_t hook_after);
   bool release_after_backward(int chunk, std::size_t unit, std::size_t use) const;
+  // The last gather issued before the most recent pre-hook (-1: none): what a compute op waits
+  // for besides its own gather when the framework waits for the whole gather stream.
+  std::int32_t gathers_before_hook() const { return issued_before_hook_; }
 
  private:
   // The fetch trace of one pass over a chunk: forward uses of its units, then backward uses in
@@ -64,12 +69,15 @@ class Zero3Params {
   void plan_chunk(int chunk);
   void issue_fetches(int chunk, std::size_t use, std::int32_t hook_after);
   std::int32_t per_parameter_gather(const Unit& u, bool backward, std::int32_t after);
+  std::vector<std::int64_t> gather_calls(const Unit& u) const;
 
   Emitter& e_;
   const Scenario& s_;
   const std::vector<std::vector<Unit>>& chunks_;
   int dp_subgroup_;
+  const ParameterPolicy& policy_;
   Offload& offload_;
+  std::int32_t last_issued_ = -1, issued_before_hook_ = -1;
   std::vector<Residency> residency_;
   bool first_forward_ = false;
   // Fetches of the current pass; a pass's backward may use gathers its forward prefetched.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 #include <string>
 
 #include "sim/core/error.h"
@@ -165,7 +166,8 @@ TEST(PerParameterStage3, OneCollectivePerTensorWithHostListWorkPerRank) {
     if (op.kind == OpKind::Collective && starts_with(name, "grad reduce_scatter")) ++reductions;
     if (op.kind == OpKind::Compute && starts_with(name, "tensor list")) {
       ++host;
-      EXPECT_EQ(tp.works[op.work].elements, 16);  // the DP ranks whose views the list holds
+      // Two host ops (a narrow and a copy) for each of the 16 DP ranks whose views the list holds.
+      EXPECT_EQ(tp.works[op.work].elements, 2 * 16);
       EXPECT_EQ(op.stream, Stream::Compute);
     }
   }
@@ -176,6 +178,49 @@ TEST(PerParameterStage3, OneCollectivePerTensorWithHostListWorkPerRank) {
   // Reduced: every tensor once: embedding 2, layers 2 x (6 + 6), head 2 (its LayerNorm).
   EXPECT_EQ(reductions, 2 + 2 * 12 + 2);
   EXPECT_EQ(host, gathers + reductions);
+}
+
+// DeepSpeed's stage 3 hooks are per nn.Module (fetch) and per parameter (gradient). The tiny GPT
+// (h = 64, 4 heads, GELU MLP of 4h, biases, LayerNorms, 1000-token vocabulary, tied head) has a
+// fused QKV weight of 3h^2 = 12288 elements, an output projection of h^2 = 4096 and two MLP
+// weights of 4h^2 = 16384 per layer.
+TEST(DeepSpeedStage3, EachModuleIsGatheredByItsOwnCall) {
+  const TrainingPlan tp = build_training_plan(resolve_scenario(variant_doc(json::object())), true);
+  std::vector<Bytes> attention, mlp;
+  for (OpId id : ops_named(tp.plan, "gather(fwd) attention L0")) {
+    attention.push_back(tp.plan.collectives[tp.plan.ops[id].work].bytes);
+  }
+  for (OpId id : ops_named(tp.plan, "gather(fwd) mlp L0")) {
+    mlp.push_back(tp.plan.collectives[tp.plan.ops[id].work].bytes);
+  }
+  // 16-bit weights over 16 ranks; the biases (3h + h) and the LayerNorm (2h) ride with the first
+  // module: 12288 + 384 = 12672 elements, 792 per rank.
+  EXPECT_EQ(attention, (std::vector<Bytes>{2 * 792 * 16, 2 * 4096}));
+  // fc1 with the biases (4h + h) and the LayerNorm (2h): 16384 + 448; fc2 alone.
+  EXPECT_EQ(mlp, (std::vector<Bytes>{2 * ceil_div(16384 + 448, 16) * 16, 2 * 16384}));
+  // FSDP gathers each wrapped unit's flat parameter with one call.
+  const TrainingPlan fsdp =
+      build_training_plan(resolve_scenario(variant_doc(json::object(), 1, "fsdp")), true);
+  EXPECT_EQ(ops_named(fsdp.plan, "gather(fwd) attention L0").size(), 1u);
+}
+
+TEST(DeepSpeedStage3, GradientsLargerThanTheBucketAreReducedAlone) {
+  // Buckets of 10000 elements: each MLP weight (16384) and each fused QKV (12288) is reduced
+  // alone, and with the embedding's token table (64000) those are the only reductions above the
+  // bucket. Every gradient element is reduced exactly once.
+  const Scenario s = resolve_scenario(variant_doc({{"reduce_bucket_size", 10000}}));
+  const TrainingPlan tp = build_training_plan(s, true);
+  std::multiset<std::int64_t> sizes;
+  std::int64_t reduced = 0;
+  for (OpId id : ops_named(tp.plan, "grad reduce_scatter")) {
+    const std::int64_t elements = tp.plan.collectives[tp.plan.ops[id].work].bytes / 2;
+    reduced += elements;
+    if (elements > 10000) sizes.insert(elements);
+  }
+  EXPECT_EQ(sizes, (std::multiset<std::int64_t>{12288, 12288, 16384, 16384, 16384, 16384, 64000}));
+  // GPT-2's count: 2 layers of 12h^2 + 13h, a token and a position table (1000 + 128) h and the
+  // final LayerNorm 2h.
+  EXPECT_EQ(reduced, 2 * (12 * 64 * 64 + 13 * 64) + (1000 + 128) * 64 + 2 * 64);
 }
 
 TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
