@@ -49,7 +49,20 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
   check_range(m.vocab_size, kMaxTable, key_join(key_path, k.vocab_size));
   check_range(m.seq_length, kMaxTable, key_join(key_path, k.seq_length));
   check_range(m.max_position_embeddings, kMaxTable, key_join(key_path, k.max_position_embeddings));
-  if (m.hidden_size % m.num_attention_heads != 0)
+  if (m.attention_head_dim != 0) {
+    check_range(m.attention_head_dim, kMaxWidth, key_join(key_path, "head_dim"));
+    // Q's width enters products with hidden and layers: bounded like the other widths.
+    if (m.num_attention_heads * m.attention_head_dim > kMaxWidth)
+      throw InputError(key_join(key_path, "head_dim"),
+                       "heads x head_dim must be at most " + std::to_string(kMaxWidth) + ", got " +
+                           std::to_string(m.num_attention_heads * m.attention_head_dim));
+  }
+  if (m.layer_norms < 1 || m.layer_norms > 4)
+    throw InputError(key_join(key_path, "layer_norms"),
+                     "must be 1 (one norm shared by a parallel block), 2 or up to 4 (pre and post "
+                     "norms), got " + std::to_string(m.layer_norms));
+  if (m.sliding_window != 0) check_range(m.sliding_window, kMaxTable, key_join(key_path, "sliding_window"));
+  if (m.attention_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0)
     throw InputError(key_join(key_path, k.num_attention_heads),
                      "must divide " + k.hidden_size + " (" + std::to_string(m.hidden_size) +
                          "), got " + std::to_string(m.num_attention_heads));
@@ -101,13 +114,25 @@ std::size_t read_choice(const json& v, const std::string& path,
                              "; allowed: " + join_list(choices));
 }
 
-const std::vector<std::string> kMlpNames = {"gelu", "swiglu", "relu"};
+const std::vector<std::string> kMlpNames = {"gelu", "swiglu", "relu", "geglu"};
 const std::vector<std::string> kNormNames = {"layernorm", "rmsnorm"};
 const std::vector<std::string> kPositionNames = {"learned", "rotary", "alibi"};
-MlpKind mlp_at(std::size_t i) { return i == 0 ? MlpKind::Gelu : i == 1 ? MlpKind::Swiglu : MlpKind::Relu; }
+MlpKind mlp_at(std::size_t i) {
+  constexpr MlpKind kinds[] = {MlpKind::Gelu, MlpKind::Swiglu, MlpKind::Relu, MlpKind::Geglu};
+  return kinds[i];
+}
 NormKind norm_at(std::size_t i) { return i == 0 ? NormKind::LayerNorm : NormKind::RmsNorm; }
 PositionKind position_at(std::size_t i) {
   return i == 0 ? PositionKind::Learned : i == 1 ? PositionKind::Rotary : PositionKind::Alibi;
+}
+
+// A head width equal to hidden / heads is the default, stored as 0, so that a config that spells
+// it out equals one that does not (and a preset).
+void normalize_head_dim(ModelSpec& m) {
+  if (m.attention_head_dim != 0 && m.num_attention_heads > 0 &&
+      m.hidden_size % m.num_attention_heads == 0 &&
+      m.attention_head_dim == m.hidden_size / m.num_attention_heads)
+    m.attention_head_dim = 0;
 }
 
 // ---- Hugging Face config.json ----
@@ -235,7 +260,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys) 
 
   m.norm = llama_like ? NormKind::RmsNorm : NormKind::LayerNorm;
   m.position = gpt2 ? PositionKind::Learned : bloom ? PositionKind::Alibi : PositionKind::Rotary;
-  m.linear_bias = !llama_like;
+  m.qkv_bias = m.attention_output_bias = m.mlp_bias = !llama_like;
   m.embedding_norm = bloom;
 
   const bool tie_default = gpt2 || bloom;
@@ -295,7 +320,9 @@ ModelSpec from_hf_file(const std::string& file, const std::string& key_path, boo
 const std::vector<std::string> kObjectKeys = {
     "preset", "hf_config", "name", "source", "num_layers", "hidden_size", "num_attention_heads",
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
-    "max_position_embeddings", "norm", "position", "linear_bias", "embedding_norm"};
+    "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
+    "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
+    "layer_norms", "sliding_window"};
 
 ModelSpec from_object(const json& obj, const std::string& key_path) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
@@ -327,21 +354,22 @@ ModelSpec from_object(const json& obj, const std::string& key_path) {
 
   // Without a base, the case format describes a Megatron-style model: the MLP kind decides the
   // rest. gelu/relu -> GPT (LayerNorm, learned positions, biases, tied, ffn 4h);
-  // swiglu -> Llama (RMSNorm, rotary, no biases, untied; ffn_hidden_size required).
+  // swiglu/geglu -> Llama (RMSNorm, rotary, no biases, untied; ffn_hidden_size required).
   if (!has_base) {
     m.name = "inline";
     m.mlp = at("mlp") ? mlp_at(read_choice(*at("mlp"), path("mlp"), kMlpNames)) : MlpKind::Gelu;
-    const bool llama = m.mlp == MlpKind::Swiglu;
+    const bool llama = m.mlp == MlpKind::Swiglu || m.mlp == MlpKind::Geglu;
     m.norm = llama ? NormKind::RmsNorm : NormKind::LayerNorm;
     m.position = llama ? PositionKind::Rotary : PositionKind::Learned;
-    m.linear_bias = !llama;
+    m.qkv_bias = m.attention_output_bias = m.mlp_bias = !llama;
     m.tied_embeddings = !llama;
     const char* required[] = {"num_layers", "hidden_size", "num_attention_heads", "vocab_size",
                               "seq_length"};
     for (const char* k : required)
       if (!at(k)) throw InputError(path(k), "missing; an inline model needs it (or a preset)");
     if (llama && !at("ffn_hidden_size"))
-      throw InputError(path("ffn_hidden_size"), "missing; required with mlp \"swiglu\"");
+      throw InputError(path("ffn_hidden_size"),
+                       "missing; required with mlp \"" + to_string(m.mlp) + "\"");
   }
 
   bool overridden = false;  // architecture changed relative to the base
@@ -368,8 +396,19 @@ ModelSpec from_object(const json& obj, const std::string& key_path) {
   set_int("max_position_embeddings", m.max_position_embeddings);
   set_int("num_kv_heads", m.num_kv_heads);
   set_bool("tied_embeddings", m.tied_embeddings);
-  set_bool("linear_bias", m.linear_bias);
+  if (const json* v = at("linear_bias")) {  // all three; the keys below refine it
+    const bool x = read_bool(*v, path("linear_bias"));
+    overridden = overridden || x != m.qkv_bias || x != m.attention_output_bias || x != m.mlp_bias;
+    m.qkv_bias = m.attention_output_bias = m.mlp_bias = x;
+  }
+  set_bool("qkv_bias", m.qkv_bias);
+  set_bool("attention_output_bias", m.attention_output_bias);
+  set_bool("mlp_bias", m.mlp_bias);
+  set_bool("output_bias", m.output_bias);
   set_bool("embedding_norm", m.embedding_norm);
+  set_int("head_dim", m.attention_head_dim);
+  set_int("layer_norms", m.layer_norms);
+  set_int("sliding_window", m.sliding_window);
   if (!has_base) {
     if (!at("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
     // Derived before validate_model checks sizes: keep the product inside int64.
@@ -404,6 +443,7 @@ ModelSpec from_object(const json& obj, const std::string& key_path) {
 
   if (m.seq_length == 0)
     throw InputError(path("seq_length"), "missing; the base config does not give a sequence length");
+  normalize_head_dim(m);
   validate_fields(m, key_path, FieldKeys{});
   return m;
 }
@@ -453,8 +493,20 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   j["max_position_embeddings"] = m.max_position_embeddings;
   j["norm"] = to_string(m.norm);
   j["position"] = to_string(m.position);
-  j["linear_bias"] = m.linear_bias;
+  // Fields added for Hugging Face families are written only where they differ from the
+  // default, so that the echo of a preset or a case-format model keeps its keys.
+  if (m.linear_bias() || (!m.qkv_bias && !m.attention_output_bias && !m.mlp_bias)) {
+    j["linear_bias"] = m.linear_bias();
+  } else {
+    j["qkv_bias"] = m.qkv_bias;
+    j["attention_output_bias"] = m.attention_output_bias;
+    j["mlp_bias"] = m.mlp_bias;
+  }
+  if (m.output_bias) j["output_bias"] = true;
   j["embedding_norm"] = m.embedding_norm;
+  if (m.attention_head_dim != 0) j["head_dim"] = m.attention_head_dim;
+  if (m.layer_norms != 2) j["layer_norms"] = m.layer_norms;
+  if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   j["source"] = m.source;
   return j;
 }
