@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/core/error.h"
+
 namespace zerosim {
 
 // Gelu, Relu: two matrices (up, down). Swiglu, Geglu: gated, three (gate, up, down), the gate
@@ -132,10 +134,36 @@ ModelSpec model_preset(const std::string& name, const std::string& key_path);
 // (layernorm|rmsnorm), position (learned|rotary|alibi), linear_bias (all three biases),
 // qkv_bias, attention_output_bias, mlp_bias, output_bias, embedding_norm, head_dim, layer_norms,
 // sliding_window.
-ModelSpec model_from_json(const nlohmann::json& value, const std::string& key_path);
+// What a Hugging Face config says that zerosim reads otherwise than written (a default taken, an
+// approximation, a field it does not know) is appended to `warnings` when given: never dropped in
+// silence. model_json.cpp lists, per family, the fields modelled, warned about and refused, and
+// the fields accepted silently because they do not change the cost.
+ModelSpec model_from_json(const nlohmann::json& value, const std::string& key_path,
+                          std::vector<InputWarning>* warnings = nullptr);
 // `origin` is the key-path prefix used in errors (model_from_json passes "<key_path>(<file>)")
 // and the spec's name.
-ModelSpec model_from_hf_config(const nlohmann::json& config, const std::string& origin);
+ModelSpec model_from_hf_config(const nlohmann::json& config, const std::string& origin,
+                               std::vector<InputWarning>* warnings = nullptr);
+
+// Whether a `model` string names a Hugging Face config.json rather than a preset: it is no preset
+// name, and it looks like a path ('/' in it, ".json" at its end) or names an existing file.
+bool model_string_is_file(const std::string& s);
+
+// The training sequence length a Hugging Face config leaves open: its position limit
+// (max_position_embeddings) is what the positions allow, often raised for long-context use
+// (Qwen2-7B: 131072, Mistral-7B: 32768), not what a run trains at. zerosim takes
+// min(limit, 4096) (4096 without a limit) and warns. 4096 is Llama 2's pre-training length
+// (Touvron et al. 2023) and a common fine-tuning length; for the older families, whose limit is
+// at most 4096 (GPT-2 1024, GPT-NeoX, Falcon and Phi-2 2048, Llama 2 4096), min() is the length
+// they were trained at.
+inline constexpr std::int64_t kDefaultHfSeqLength = 4096;
+
+// Sets the training sequence length of `m` to `seq_length`, given by the user as `key_path`
+// (training.seq_length), checked against a learned position table. A warning that
+// model_from_json gave about a defaulted training length no longer holds: it is removed from
+// `warnings`.
+void set_training_seq_length(ModelSpec& m, std::int64_t seq_length, const std::string& key_path,
+                             std::vector<InputWarning>& warnings);
 
 // The inline object form of a model (the case-format keys), used to echo the resolved scenario.
 nlohmann::json model_to_json(const ModelSpec& m);

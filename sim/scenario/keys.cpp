@@ -229,7 +229,9 @@ void add_model_and_cluster(std::vector<KeySpec>& t) {
   KeySpec model = entry("model", "object", "llama2-7b",
                         "a preset name (zerosim list models), a path to a Hugging Face "
                         "config.json, or an object with the case-format keys");
-  model.read = [](const json& v, Scenario& s) { s.model = model_from_json(v, "model"); };
+  model.read = [](const json& v, Scenario& s) {
+    s.model = model_from_json(v, "model", &s.warnings);
+  };
   model.echo = [](const Scenario& s) { return model_to_json(s.model); };
   t.push_back(std::move(model.flag("model", "model preset, HF config.json path (sets model)")
                             .in_cases("model")));
