@@ -342,7 +342,8 @@ void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& w
     const json* w = c.get("sliding_window");
     if (w) window = read_int(*w, c.path("sliding_window"));
     else if (type == "gemma2") window = 4096;  // Gemma2Config's default
-    if (window > 0) windowed = type == "gemma2" ? (m.num_layers + 1) / 2 : m.num_layers;
+    // Gemma 2: layers 0, 2, 4, ... (written so that no sum can overflow before validation).
+    if (window > 0) windowed = type == "gemma2" ? m.num_layers / 2 + m.num_layers % 2 : m.num_layers;
   }
   if (const json* types = c.get("layer_types"); types && window > 0) {
     if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.num_layers)
@@ -435,7 +436,9 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
     keys.ffn_hidden_size = family == HfFamily::Gpt2 ? "n_inner" : "ffn_hidden_size";
     m.ffn_hidden_size = read_int(*inner, c.path(keys.ffn_hidden_size));
   } else {
-    m.ffn_hidden_size = 4 * m.hidden_size;  // GPT-2 n_inner=None, BLOOM, Falcon: 4h
+    // GPT-2 n_inner=None, BLOOM, Falcon: 4h. Sizes are validated after parsing, so a hidden size
+    // past the bound (which validation refuses) forms no product here.
+    m.ffn_hidden_size = m.hidden_size <= kMaxWidth ? 4 * m.hidden_size : m.hidden_size;
     keys.ffn_hidden_size = family == HfFamily::Gpt2 ? "n_inner" : "hidden_size";
   }
   if (family == HfFamily::Bloom && c.get("n_inner"))
@@ -493,9 +496,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
     parallel_key = "model_type";
     if (c.bool_or("qk_layernorm", false))
       c.warn(warnings, "qk_layernorm",
-             "Phi's q/k LayerNorms (4 x head_dim = " +
-                 std::to_string(4 * (m.hidden_size / std::max<std::int64_t>(1, m.num_attention_heads))) +
-                 " parameters per layer) are not counted");
+             "Phi's q/k LayerNorms (4 x head_dim parameters per layer) are not counted");
   }
   if (type == "gemma2") m.layer_norms = 4;  // pre and post norms around attention and MLP
   if (!parallel_key.empty())
@@ -526,7 +527,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   }
   read_sliding_window(c, m, warnings);
   // Training length: the config's own seq_length when it has one (Megatron-style configs), else
-  // left to the caller (default_seq_length).
+  // left to the caller (settle_seq_length).
   if (const json* seq = c.get("seq_length")) m.seq_length = read_int(*seq, c.path("seq_length"));
   c.report_unread(warnings);
   return m;
