@@ -7,14 +7,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/core/error.h"
+
 namespace zerosim {
 
-enum class MlpKind { Gelu, Swiglu, Relu };
+// Gelu, Relu: two matrices (up, down). Swiglu, Geglu: gated, three (gate, up, down), the gate
+// through SiLU or GeLU; the two gated kinds cost the same and differ only in name.
+enum class MlpKind { Gelu, Swiglu, Relu, Geglu };
 enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rotary, Alibi };
 enum class Recompute { None, Selective, Full };
 
-std::string to_string(MlpKind k);
+std::string to_string(MlpKind k);       // "gelu", "swiglu", "relu", "geglu"
 std::string to_string(Recompute r);
 std::string to_string(NormKind k);      // "layernorm", "rmsnorm"
 std::string to_string(PositionKind k);  // "learned", "rotary", "alibi"
@@ -33,17 +37,35 @@ struct ModelSpec {
   NormKind norm = NormKind::LayerNorm;
   PositionKind position = PositionKind::Learned;
   bool tied_embeddings = true;
-  bool linear_bias = true;        // GPT-3/BLOOM: biases on every linear; Llama: none
+  // Biases of the linears, by where they sit: GPT-3/BLOOM have all three, Llama none, Qwen2 only
+  // q/k/v, GPT-NeoX and Llama's attention_bias q/k/v and the attention output.
+  bool qkv_bias = true;
+  bool attention_output_bias = true;
+  bool mlp_bias = true;
+  bool output_bias = false;       // a bias on the output (logit) layer: Phi-2's lm_head
   std::string source;             // citation for presets
   bool embedding_norm = false;    // BLOOM: LayerNorm right after the word embedding
+  // Width of one attention head; 0 means hidden_size / num_attention_heads. Gemma decouples them
+  // (Gemma 7B: 16 heads of 256 on a hidden size of 3072).
+  std::int64_t attention_head_dim = 0;
+  // Norms per transformer block: 2 (before attention, before the MLP); 1 where a parallel block
+  // feeds attention and MLP from one norm (Falcon-7B, Phi-2); 4 with Gemma 2's post-norms.
+  std::int64_t layer_norms = 2;
+  // Keys each query attends to at most (Mistral's sliding window), in every layer; 0 = all.
+  std::int64_t sliding_window = 0;
 
-  std::int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  bool linear_bias() const { return qkv_bias && attention_output_bias && mlp_bias; }
+  std::int64_t head_dim() const {
+    return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_attention_heads;
+  }
+  // Width of Q (and of the attention output projection's input): heads x head_dim.
+  std::int64_t q_width() const { return num_attention_heads * head_dim(); }
   bool operator==(const ModelSpec&) const = default;
 };
 
-// Checks sizes are positive integers within 64-bit-safe bounds, heads divide hidden, kv heads
-// divide heads, and seq_length fits a learned position table. Throws InputError naming
-// key_join(key_path, "<field>") and what is allowed.
+// Checks sizes are positive integers within 64-bit-safe bounds, heads divide hidden (unless
+// attention_head_dim is set), kv heads divide heads, and seq_length fits a learned position
+// table. Throws InputError naming key_join(key_path, "<field>") and what is allowed.
 void validate_model(const ModelSpec& m, const std::string& key_path);
 
 // Parameter counts, exact for the architecture described.
@@ -85,16 +107,18 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
 double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
 
 // Model FLOPs per token, no recomputation: 3 x forward (forward + backward = 2 x forward) summed
-// over layers and logits. The MFU numerator. With d = head_dim, kv = num_kv_heads, f = ffn,
-// g = 3 for a gated MLP else 2, l = layers, V = vocab, s = seq_length:
-//   3 * [ l * (2h(h + 2*kv*d) + 2h^2 + 2*g*h*f + 4*s*h) + 2*h*V ]
+// over layers and logits. The MFU numerator. With d = head_dim, kv = num_kv_heads, q = heads x d
+// (= h unless attention_head_dim decouples it), f = ffn, g = 3 for a gated MLP else 2,
+// l = layers, V = vocab, s = seq_length, k = min(s, sliding_window) (s without a window):
+//   3 * [ l * (2h(q + 2*kv*d) + 2qh + 2*g*h*f + 4*k*q) + 2*h*V ]
 // Weight GEMMs and the QK^T / AV batched GEMMs only (no bias, norm or softmax FLOPs); the causal
 // mask is not discounted. For ffn = 4h, kv = heads, g = 2 this is Megatron's
 // 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) divided by the B*s tokens of the batch.
 double model_flops_per_token(const ModelSpec& m);
 
 // Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,
-// 6), generalised to ffn != 4h, gated MLPs and GQA; flash attention drops the 5as^2b term.
+// 6), generalised to ffn != 4h, gated MLPs, GQA, decoupled head_dim and the norms per block; flash
+// attention drops the 5as^2b term.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention);
 
@@ -107,11 +131,39 @@ ModelSpec model_preset(const std::string& name, const std::string& key_path);
 // A file path is read relative to the current directory; errors inside it name
 // "<key_path>(<file>).<hf key>". Object keys besides the case format: preset (base preset name),
 // hf_config (base config.json path), name, source, max_position_embeddings, norm
-// (layernorm|rmsnorm), position (learned|rotary|alibi), linear_bias, embedding_norm.
-ModelSpec model_from_json(const nlohmann::json& value, const std::string& key_path);
+// (layernorm|rmsnorm), position (learned|rotary|alibi), linear_bias (all three biases),
+// qkv_bias, attention_output_bias, mlp_bias, output_bias, embedding_norm, head_dim, layer_norms,
+// sliding_window.
+// What a Hugging Face config says that zerosim reads otherwise than written (a default taken, an
+// approximation, a field it does not know) is appended to `warnings` when given: never dropped in
+// silence. model_json.cpp lists, per family, the fields modelled, warned about and refused, and
+// the fields accepted silently because they do not change the cost.
+ModelSpec model_from_json(const nlohmann::json& value, const std::string& key_path,
+                          std::vector<InputWarning>* warnings = nullptr);
 // `origin` is the key-path prefix used in errors (model_from_json passes "<key_path>(<file>)")
 // and the spec's name.
-ModelSpec model_from_hf_config(const nlohmann::json& config, const std::string& origin);
+ModelSpec model_from_hf_config(const nlohmann::json& config, const std::string& origin,
+                               std::vector<InputWarning>* warnings = nullptr);
+
+// Whether a `model` string names a Hugging Face config.json rather than a preset: it is no preset
+// name, and it looks like a path ('/' in it, ".json" at its end) or names an existing file.
+bool model_string_is_file(const std::string& s);
+
+// The training sequence length a Hugging Face config leaves open: its position limit
+// (max_position_embeddings) is what the positions allow, often raised for long-context use
+// (Qwen2-7B: 131072, Mistral-7B: 32768), not what a run trains at. zerosim takes
+// min(limit, 4096) (4096 without a limit) and warns. 4096 is Llama 2's pre-training length
+// (Touvron et al. 2023) and a common fine-tuning length; for the older families, whose limit is
+// at most 4096 (GPT-2 1024, GPT-NeoX, Falcon and Phi-2 2048, Llama 2 4096), min() is the length
+// they were trained at.
+inline constexpr std::int64_t kDefaultHfSeqLength = 4096;
+
+// Sets the training sequence length of `m` to `seq_length`, given by the user as `key_path`
+// (training.seq_length), checked against a learned position table. A warning that
+// model_from_json gave about a defaulted training length no longer holds: it is removed from
+// `warnings`.
+void set_training_seq_length(ModelSpec& m, std::int64_t seq_length, const std::string& key_path,
+                             std::vector<InputWarning>& warnings);
 
 // The inline object form of a model (the case-format keys), used to echo the resolved scenario.
 nlohmann::json model_to_json(const ModelSpec& m);

@@ -28,7 +28,7 @@ ModelSpec gpt3(const std::string& name, std::int64_t layers, std::int64_t hidden
   m.norm = NormKind::LayerNorm;
   m.position = PositionKind::Learned;
   m.tied_embeddings = true;
-  m.linear_bias = true;
+  m.qkv_bias = m.attention_output_bias = m.mlp_bias = true;
   m.source = "Brown et al. 2020, Language Models are Few-Shot Learners (arXiv:2005.14165), Table 2.1" +
              note;
   return m;
@@ -52,7 +52,7 @@ ModelSpec llama(const std::string& name, std::int64_t layers, std::int64_t hidde
   m.norm = NormKind::RmsNorm;
   m.position = PositionKind::Rotary;
   m.tied_embeddings = false;
-  m.linear_bias = false;
+  m.qkv_bias = m.attention_output_bias = m.mlp_bias = false;
   m.source = source;
   return m;
 }
@@ -81,7 +81,7 @@ ModelSpec bloom_176b() {
   m.norm = NormKind::LayerNorm;
   m.position = PositionKind::Alibi;
   m.tied_embeddings = true;
-  m.linear_bias = true;
+  m.qkv_bias = m.attention_output_bias = m.mlp_bias = true;
   m.embedding_norm = true;
   m.source =
       "BigScience 2022, BLOOM (arXiv:2211.05100), Table 3 (70 layers, d 14336, 112 heads, seq 2048, "

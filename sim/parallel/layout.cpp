@@ -17,22 +17,27 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   };
   // Megatron replicates over TP what it does not split: norms, the biases of row-parallel
   // linears (attention output, MLP down) and the learned position table.
-  const std::int64_t row_bias = m.linear_bias ? m.hidden_size : 0;
+  const std::int64_t attention_row_bias = m.attention_output_bias ? m.hidden_size : 0;
+  const std::int64_t mlp_row_bias = m.mlp_bias ? m.hidden_size : 0;
   const std::int64_t position_table =
       m.position == PositionKind::Learned ? m.max_position_embeddings * m.hidden_size : 0;
   const std::int64_t embedding_norm = pc.embedding - m.vocab_size * m.hidden_size - position_table;
   const int virtual_stages = par.pp * par.virtual_stages;
   std::vector<std::vector<Unit>> per_virtual(virtual_stages);
   // Tensor counts: fused QKV and the attention output (Megatron's and GPT-2's layout); two MLP
-  // weights, three with SwiGLU; a bias per linear when the model has them; LayerNorm has a
-  // weight and a bias, RMSNorm a weight.
+  // weights, three when gated; a bias per linear where the model has them; LayerNorm has a
+  // weight and a bias, RMSNorm a weight; the block's norms split as count_params splits them.
   const int norm_tensors = m.norm == NormKind::LayerNorm ? 2 : 1;
-  const int biases = m.linear_bias ? 1 : 0;
-  const int mlp_weights = m.mlp == MlpKind::Swiglu ? 3 : 2;
-  const std::int64_t h = m.hidden_size, f = m.ffn_hidden_size;
+  const int mlp_weights = m.mlp == MlpKind::Swiglu || m.mlp == MlpKind::Geglu ? 3 : 2;
+  const int attention_small = (m.qkv_bias ? 1 : 0) + (m.attention_output_bias ? 1 : 0) +
+                              static_cast<int>((m.layer_norms + 1) / 2) * norm_tensors;
+  const int mlp_small =
+      (m.mlp_bias ? mlp_weights : 0) + static_cast<int>(m.layer_norms / 2) * norm_tensors;
+  // Each module's weight on this TP rank, as count_params counts them.
+  const std::int64_t h = m.hidden_size, f = m.ffn_hidden_size, q = m.q_width();
   const std::int64_t kvw = m.num_kv_heads * m.head_dim();
-  const std::vector<std::int64_t> attention_weights = {ceil_div(h * (h + 2 * kvw), tp),
-                                                       ceil_div(h * h, tp)};
+  const std::vector<std::int64_t> attention_weights = {ceil_div(h * (q + 2 * kvw), tp),
+                                                       ceil_div(q * h, tp)};
   const std::vector<std::int64_t> mlp_weights_each(mlp_weights, ceil_div(h * f, tp));
   std::vector<std::int64_t> embedding_weights = {ceil_div(m.vocab_size * h, tp)};
   if (position_table > 0) embedding_weights.push_back(position_table);
@@ -46,22 +51,23 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
                 (g < m.num_layers % virtual_stages ? 1 : 0);
     for (int i = 0; i < count; ++i, ++layer) {
       per_virtual[g].push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, layer,
-                                shard(pc.attention_block, pc.attention_norm + row_bias),
-                                "attention", 2, 2 * biases + norm_tensors, attention_weights});
+                                shard(pc.attention_block, pc.attention_norm + attention_row_bias),
+                                "attention", 2, attention_small, attention_weights});
       per_virtual[g].push_back({WorkKind::MlpForward, WorkKind::MlpBackward, layer,
-                                shard(pc.mlp_block, pc.mlp_norm + row_bias), "mlp", mlp_weights,
-                                mlp_weights * biases + norm_tensors, mlp_weights_each});
+                                shard(pc.mlp_block, pc.mlp_norm + mlp_row_bias), "mlp",
+                                mlp_weights, mlp_small, mlp_weights_each});
     }
   }
   // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
   // copy for the output layer (Megatron's word-embedding copy on the last stage).
   std::int64_t head = shard(pc.output, 0) + pc.final_norm;
+  const bool head_weight = !m.tied_embeddings || par.pp > 1;
   if (m.tied_embeddings && par.pp > 1) head += shard(m.vocab_size * m.hidden_size, 0);
   std::vector<std::int64_t> head_weights;
-  if (head > pc.final_norm) head_weights.push_back(head - pc.final_norm);
+  if (head_weight) head_weights.push_back(ceil_div(m.vocab_size * h, tp));
   per_virtual[virtual_stages - 1].push_back(
-      {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head",
-       head > pc.final_norm ? 1 : 0, norm_tensors, head_weights});
+      {WorkKind::HeadForward, WorkKind::HeadBackward, -1, head, "head", head_weight ? 1 : 0,
+       norm_tensors + (m.output_bias ? 1 : 0), head_weights});
   return per_virtual;
 }
 

@@ -115,9 +115,13 @@ void apply_setting(json& doc, const std::string& assignment) {
     }
   }
   if (path.rfind("model.", 0) == 0) {
-    // A preset named by string becomes {"preset": name} so single fields can be overridden.
+    // A model named by string becomes the base of an object so single fields can be
+    // overridden: {"hf_config": path} for a Hugging Face config, else {"preset": name}.
     json& model = json_path_create(doc, "model");
-    if (model.is_string()) model = json{{"preset", model.get<std::string>()}};
+    if (model.is_string()) {
+      const std::string name = model.get<std::string>();
+      model = json{{model_string_is_file(name) ? "hf_config" : "preset", name}};
+    }
     if (model.is_null()) model = json{{"preset", default_of("model")}};
   }
   json_path_create(doc, path) = value;

@@ -246,7 +246,9 @@ void add_model_and_cluster(std::vector<KeySpec>& t) {
   KeySpec model = entry("model", "object", "llama2-7b",
                         "a preset name (zerosim list models), a path to a Hugging Face "
                         "config.json, or an object with the case-format keys");
-  model.read = [](const json& v, Scenario& s) { s.model = model_from_json(v, "model"); };
+  model.read = [](const json& v, Scenario& s) {
+    s.model = model_from_json(v, "model", &s.warnings);
+  };
   model.echo = [](const Scenario& s) { return model_to_json(s.model); };
   t.push_back(std::move(model.flag("model", "model preset, HF config.json path (sets model)")
                             .in_cases("model")));
@@ -262,6 +264,19 @@ void add_model_and_cluster(std::vector<KeySpec>& t) {
 }
 
 void add_training_keys(std::vector<KeySpec>& t) {
+  // The training length belongs to the run, not to the architecture: set here it applies to any
+  // model (a preset, a Hugging Face config, an inline object) and replaces the model's own. The
+  // model is read before it (table order), so the length is checked against its position table.
+  KeySpec seq = entry("training.seq_length", "int", nullptr,
+                      "tokens per sequence (default: the model's; a Hugging Face config gives "
+                      "none, so min(max_position_embeddings, 4096) with a warning)");
+  seq.read = [](const json& v, Scenario& s) {
+    const std::string path = "training.seq_length";
+    set_training_seq_length(s.model, read_integer(v, path, 1, std::int64_t{1} << 24), path,
+                            s.warnings);
+  };
+  seq.echo = [](const Scenario& s) { return json(s.model.seq_length); };
+  t.push_back(std::move(seq.flag("seq-length", "training sequence length (sets training.seq_length)")));
   t.push_back(int_key("training.micro_batch_size", nullptr, 1, kMaxBatch,
                       "sequences per GPU per micro-batch (DeepSpeed "
                       "train_micro_batch_size_per_gpu)",

@@ -360,6 +360,20 @@ TEST(cliOutput, AllowOomSimulatesWhatDoesNotFit) {
   EXPECT_GT(j["memory_per_gpu_bytes"]["peak"].get<double>(), j["gpu_memory_bytes"].get<double>());
 }
 
+// --seq-length is the flag of training.seq_length: it reaches the model and the echo, and
+// `list keys` shows the key.
+TEST(cliOutput, SeqLengthFlagSetsTheTrainingLength) {
+  CliDir dir;
+  RunResult r = dir.run("memory tiny.json --seq-length 64 --json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["scenario"]["training"]["seq_length"], 64);
+  EXPECT_EQ(j["scenario"]["model"]["seq_length"], 64);
+  r = dir.run("list keys");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("training.seq_length"), std::string::npos) << r.out;
+}
+
 TEST(cliOutput, MemoryCommandReportsWithoutTiming) {
   CliDir dir;
   RunResult r = dir.run("memory tiny.json --json -");

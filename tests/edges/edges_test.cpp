@@ -656,7 +656,8 @@ TEST(edgesNumbers, IntegersOutOfRangeAreInputErrors) {
         json(std::numeric_limits<std::int64_t>::min()),
         json(std::numeric_limits<std::uint64_t>::max()), json(1e300), json(-1e300), json(0.5)}) {
     for (const char* path : {"parallel.tp", "zero.stage", "training.micro_batch_size",
-                             "cluster.gpus_per_node", "zero.reduce_bucket_size"}) {
+                             "training.seq_length", "cluster.gpus_per_node",
+                             "zero.reduce_bucket_size"}) {
       json doc = tiny();
       apply_setting(doc, std::string(path) + "=" + v.dump());
       EXPECT_EQ(resolve_error(doc), path) << path << " = " << v.dump();

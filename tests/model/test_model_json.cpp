@@ -69,7 +69,19 @@ TEST(modelJson, HfLlama2ConfigCountsLikeThePreset) {
   same.source = preset.source;
   EXPECT_EQ(same, preset);
   EXPECT_EQ(hf.name, path);
-  EXPECT_EQ(hf.seq_length, 4096);  // from max_position_embeddings
+  EXPECT_EQ(hf.seq_length, 4096);  // min(max_position_embeddings, 4096), with a warning
+}
+
+// A config gives no training length (max_position_embeddings is a limit): the default is taken
+// and said, naming the key, never silently.
+TEST(modelJson, HfTrainingLengthIsDefaultedWithAWarning) {
+  const std::string bloom = write_temp("bloom.json", kBloom560mConfig);
+  std::vector<InputWarning> warnings;
+  const ModelSpec m = model_from_json(bloom, "model", &warnings);
+  EXPECT_EQ(m.seq_length, kDefaultHfSeqLength);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].key_path, "model(" + bloom + ").seq_length");
+  EXPECT_NE(warnings[0].message.find("training.seq_length"), std::string::npos);
 }
 
 TEST(modelJson, HfGpt2AndBloomCounts) {
@@ -209,8 +221,6 @@ TEST(modelJsonErrors, FilesAndHfConfigs) {
   const std::string kv = write_temp("kv.json", cfg.dump());
   expect_input_error([&] { model_from_json(kv, "model"); }, "model(" + kv + ").num_key_value_heads", "divide");
 
-  const std::string bloom = write_temp("bloom.json", kBloom560mConfig);
-  expect_input_error([&] { model_from_json(bloom, "model"); }, "model(" + bloom + ").seq_length", "missing");
 
   expect_input_error([] { model_from_hf_config(json::array(), "x"); }, "x", "JSON object");
 }

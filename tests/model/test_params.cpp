@@ -63,5 +63,45 @@ TEST(modelParams, GqaShrinksOnlyKeyValueProjections) {
   EXPECT_EQ(mha - gqa, 2 * h * (32 - 8) * d);
 }
 
+// The fields Hugging Face families need, written inline, against published counts: Gemma 7B's
+// decoupled heads (16 of 256 on a hidden size of 3072) and GeGLU, non-embedding parameters
+// 7,751,248,896 (Gemma report, arXiv:2403.08295, Table 2); Qwen2-7B's q/k/v-only biases,
+// 7,615,616,512 (Qwen/Qwen2-7B safetensors metadata); Phi-2's lm_head bias and one LayerNorm per
+// parallel block, 2,779,683,840 (microsoft/phi-2 safetensors metadata).
+TEST(modelParams, InlineFieldsCountGemmaQwen2AndPhi2) {
+  const ModelSpec gemma = model_from_json(
+      nlohmann::json{{"num_layers", 28}, {"hidden_size", 3072}, {"num_attention_heads", 16},
+                     {"head_dim", 256}, {"ffn_hidden_size", 24576}, {"mlp", "geglu"},
+                     {"vocab_size", 256000}, {"seq_length", 8192}, {"tied_embeddings", true}},
+      "model");
+  const ParamCounts g = count_params(gemma);
+  EXPECT_EQ(g.total - g.embedding - g.output, 7'751'248'896);
+  EXPECT_EQ(gemma.q_width(), 4096);
+
+  const ModelSpec qwen2 = model_from_json(
+      nlohmann::json{{"num_layers", 28}, {"hidden_size", 3584}, {"num_attention_heads", 28},
+                     {"num_kv_heads", 4}, {"ffn_hidden_size", 18944}, {"mlp", "swiglu"},
+                     {"vocab_size", 152064}, {"seq_length", 4096}, {"qkv_bias", true}},
+      "model");
+  EXPECT_EQ(count_params(qwen2).total, 7'615'616'512);
+
+  const ModelSpec phi2 = model_from_json(
+      nlohmann::json{{"num_layers", 32}, {"hidden_size", 2560}, {"num_attention_heads", 32},
+                     {"ffn_hidden_size", 10240}, {"mlp", "gelu"}, {"vocab_size", 51200},
+                     {"seq_length", 2048}, {"position", "rotary"}, {"tied_embeddings", false},
+                     {"output_bias", true}, {"layer_norms", 1}},
+      "model");
+  const ParamCounts p = count_params(phi2);
+  EXPECT_EQ(p.total, 2'779'683'840);
+  EXPECT_EQ(p.mlp_norm, 0);  // the one norm rides with the attention block
+  EXPECT_EQ(p.attention_block + p.mlp_block, p.per_layer);
+
+  // Each reads back from its echo, which names the new fields only where they are set.
+  for (const ModelSpec* m : {&gemma, &qwen2, &phi2}) {
+    EXPECT_EQ(model_from_json(model_to_json(*m), "model"), *m) << model_to_json(*m).dump();
+  }
+  EXPECT_FALSE(model_to_json(model_preset("llama2-7b", "model")).contains("head_dim"));
+}
+
 }  // namespace
 }  // namespace zerosim

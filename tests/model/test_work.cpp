@@ -46,6 +46,31 @@ TEST(modelFlops, TensorParallelSplitsEveryGemm) {
   EXPECT_EQ(eight.gemms[1].k, 8192 / 8);
 }
 
+// A sliding window of w keys: with flash attention (which skips the blocks outside the band)
+// each query costs w keys instead of s; without it the scores are computed in full and masked.
+// Decoupled heads scale the attention with heads x head_dim, not the hidden size.
+TEST(modelFlops, SlidingWindowAndHeadWidthScaleTheAttention) {
+  ModelSpec m = model_preset("llama2-7b", "model");
+  m.seq_length = 8192;
+  ModelSpec windowed = m;
+  windowed.sliding_window = 4096;
+  const double b = 1, s = 8192, h = m.hidden_size;
+  EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, true).attention_flops,
+                   4.0 * b * s * 4096 * h);
+  EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, false).attention_flops,
+                   layer_forward_work(m, 1, 1, false, false).attention_flops);
+  windowed.sliding_window = 16384;  // longer than the sequence: no effect
+  EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, true).attention_flops,
+                   layer_forward_work(m, 1, 1, false, true).attention_flops);
+
+  ModelSpec wide = m;
+  wide.attention_head_dim = 2 * m.head_dim();  // Q twice the hidden size
+  const LayerWork w = layer_forward_work(wide, 1, 1, false, true);
+  EXPECT_DOUBLE_EQ(w.attention_flops, 2.0 * layer_forward_work(m, 1, 1, false, true).attention_flops);
+  EXPECT_EQ(w.gemms[0].n, 2 * h + 2 * 2 * h);  // Q, K and V, each 2h wide (no GQA)
+  EXPECT_EQ(w.gemms[1].k, 2 * h);               // the output projection reads Q's width
+}
+
 TEST(modelFlops, ElementwiseTrafficShrinksWithSpAndFlash) {
   const ModelSpec m = model_preset("gpt3-175b", "model");
   const double base = layer_forward_work(m, 1, 8, false, false).elementwise_bytes;

@@ -83,6 +83,71 @@ TEST(scenarioKeys, ShortcutFlagsSetTheirKeys) {
   }
 }
 
+// ---- training.seq_length: the run's sequence length, for any model ---------------------------
+
+std::string hf_config(const std::string& file) {
+  return std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/" + file;
+}
+
+bool warns_on(const Scenario& s, const std::string& key_path) {
+  for (const InputWarning& w : s.warnings) {
+    if (w.key_path == key_path) return true;
+  }
+  return false;
+}
+
+TEST(scenarioSeqLength, OverridesAPresetsLengthAndIsEchoed) {
+  const json doc = {{"model", "llama2-7b"}, {"training", {{"seq_length", 2048}}}};
+  const Scenario s = resolve_scenario(doc);
+  EXPECT_EQ(s.model.seq_length, 2048);
+  EXPECT_EQ(s.model.name, "llama2-7b");  // the architecture is the preset's
+  EXPECT_EQ(s.resolved["training"]["seq_length"], 2048);
+  EXPECT_EQ(s.resolved["model"]["seq_length"], 2048);
+  expect_round_trip(doc);
+  // Without the key the echo still says which length the run has.
+  EXPECT_EQ(resolve_scenario(json{{"model", "llama2-7b"}}).resolved["training"]["seq_length"], 4096);
+}
+
+TEST(scenarioSeqLength, HfConfigDefaultIsWarnedUntilTheKeyGivesIt) {
+  const std::string path = hf_config("qwen2-7b.json");
+  const std::string warned = "model(" + path + ").seq_length";
+  const Scenario defaulted = resolve_scenario(json{{"model", path}});
+  EXPECT_EQ(defaulted.model.seq_length, 4096);  // not max_position_embeddings = 131072
+  EXPECT_TRUE(warns_on(defaulted, warned));
+
+  const json doc = {{"model", path}, {"training", {{"seq_length", 8192}}}};
+  const Scenario given = resolve_scenario(doc);
+  EXPECT_EQ(given.model.seq_length, 8192);
+  EXPECT_FALSE(warns_on(given, warned));
+  expect_round_trip(doc);
+}
+
+TEST(scenarioSeqLength, FlagAndSetReachAnHfModel) {
+  const std::string path = hf_config("qwen2-7b.json");
+  ScenarioInputs in;
+  in.flags = {{"model", path}, {"seq-length", "8192"}};
+  EXPECT_EQ(resolve_scenario(scenario_document(in)).model.seq_length, 8192);
+
+  // --set model.seq_length on a config path: the path becomes the object's hf_config base.
+  in.flags = {{"model", path}};
+  in.sets = {"model.seq_length=2048"};
+  const ScenarioDocument d = scenario_document(in);
+  EXPECT_EQ(d.doc["model"], (json{{"hf_config", path}, {"seq_length", 2048}}));
+  const Scenario s = resolve_scenario(d);
+  EXPECT_EQ(s.model.seq_length, 2048);
+  EXPECT_EQ(s.model.name, path);  // giving the length the config lacks changes no architecture
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(scenarioSeqLength, LearnedPositionTableBoundsIt) {
+  try {
+    (void)resolve_scenario(json{{"model", "gpt3-175b"}, {"training", {{"seq_length", 4096}}}});
+    ADD_FAILURE() << "4096 tokens past GPT-3's 2048 positions was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "training.seq_length");
+  }
+}
+
 TEST(scenarioKeys, CaseKeysLandOnTheirScenarioKeys) {
   // Every case key of the table, given in a case, lands on its scenario key.
   const json c = {{"model", "llama2-7b"},

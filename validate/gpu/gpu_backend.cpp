@@ -186,7 +186,8 @@ void GpuBackend::prepare(const ReplayPlan& plan, const RankOps& ops, const RankS
     seq_ = model.value("seq_length", std::int64_t{0});
     const std::int64_t hidden = model.value("hidden_size", std::int64_t{0});
     const std::int64_t heads = model.value("num_attention_heads", std::int64_t{0});
-    head_dim_ = heads > 0 ? hidden / heads : 0;
+    // The echo names head_dim only where it is not hidden / heads (Gemma's 256).
+    head_dim_ = model.value("head_dim", heads > 0 ? hidden / heads : std::int64_t{0});
     if (seq_ > 0 && head_dim_ > 0) {
       attn_chunk_ = std::max<std::int64_t>(1, opt_.attention_chunk_bytes / (seq_ * seq_ * 2));
       const auto batches = static_cast<std::int64_t>(std::llround(max_attention / (4.0 * seq_ * seq_ * head_dim_)));
