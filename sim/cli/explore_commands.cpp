@@ -29,13 +29,21 @@ int checked_jobs(int jobs) {
   return jobs;
 }
 
+explore::ProgressMode progress_mode(bool forced) {
+  return forced ? explore::ProgressMode::Always : explore::ProgressMode::Terminal;
+}
+
+constexpr const char* kProgressHelp =
+    "show progress on stderr even when it is not a terminal (on a terminal it is shown anyway; "
+    "stdout and output files are the same either way)";
+
 }  // namespace
 
 int cmd_sweep(const std::vector<std::string>& args) {
   std::string scenario_file, out_file;
   std::vector<std::string> vary_flags, sets;
   int jobs = 0;
-  bool help = false;
+  bool help = false, progress = false;
   po::options_description all("sweep");
   all.add_options()("vary", po::value(&vary_flags)->composing(),
                     "KEY=V1,V2,... a scenario key and its values (repeatable; the cross "
@@ -43,6 +51,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "set", po::value(&sets)->composing(), "KEY=VALUE for every point (repeatable)")(
       "jobs,j", po::value(&jobs), "threads (default: the hardware's)")(
       "out", po::value(&out_file), "FILE.csv or FILE.json (- = CSV on stdout)")(
+      "progress", po::bool_switch(&progress), kProgressHelp)(
       "help,h", po::bool_switch(&help), "this help");
   po::options_description hidden;
   hidden.add_options()("scenario", po::value(&scenario_file), "scenario JSON file");
@@ -53,7 +62,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   parse(args, cmdline, pos);
   if (help) {
     std::cout << "usage: zerosim sweep [SCENARIO.json] --vary KEY=V1,V2,... [--vary ...] "
-                 "[--set K=V ...] [--jobs N] --out FILE.csv|FILE.json\n"
+                 "[--set K=V ...] [--jobs N] [--progress] --out FILE.csv|FILE.json\n"
                  "Under `mpirun -np N` the points are split over the ranks; rank 0 writes.\n\n"
               << all;
     return 0;
@@ -69,7 +78,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
   jobs = checked_jobs(jobs);
 
   const auto t0 = std::chrono::steady_clock::now();
-  explore::DistributedRows result = explore::run_sweep_distributed(base, vary, jobs, true);
+  explore::DistributedRows result =
+      explore::run_sweep_distributed(base, vary, jobs, progress_mode(progress));
   if (result.rank != 0) return 0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text = as_json ? explore::sweep_json(vary, result.rows).dump(2) + "\n"
@@ -95,7 +105,7 @@ int cmd_search(const std::vector<std::string>& args) {
   std::string zero_list, json_out;
   long long gbs = 1024;
   int top = 10, jobs = 0;
-  bool help = false;
+  bool help = false, progress = false;
   po::options_description all("search");
   all.add_options()("model", po::value(&o.model), "model preset or HF config.json path")(
       "cluster", po::value(&o.cluster), "cluster preset")(
@@ -106,6 +116,7 @@ int cmd_search(const std::vector<std::string>& args) {
       "set", po::value(&o.sets)->composing(), "KEY=VALUE for every candidate (repeatable)")(
       "jobs,j", po::value(&jobs), "threads (default: the hardware's)")(
       "json", po::value(&json_out), "write the top configurations as JSON to FILE (- = stdout)")(
+      "progress", po::bool_switch(&progress), kProgressHelp)(
       "help,h", po::bool_switch(&help), "this help");
   po::variables_map vm = parse(args, all, {});
   if (help) {
@@ -132,7 +143,7 @@ int cmd_search(const std::vector<std::string>& args) {
     }
   }
   o.jobs = checked_jobs(jobs);
-  o.progress = true;
+  o.progress = progress_mode(progress);
   const explore::SearchOutcome out = explore::run_search(o);
   if (!json_out.empty()) {
     explore::write_file_atomic(json_out, explore::search_json(o, out, top).dump(2) + "\n", "--json");

@@ -127,9 +127,7 @@ SearchOutcome run_search(const SearchOptions& o) {
   out.candidates = cands.size();
   std::vector<Verdict> verdict(cands.size(), Verdict::Invalid);
   std::vector<StepReport> reports(cands.size());
-  Progress bar(cands.size(), "search");
-  std::function<void(std::size_t)> on_progress;
-  if (o.progress && bar.enabled()) on_progress = [&](std::size_t d) { bar.update(d); };
+  Progress bar(cands.size(), "search", o.progress);
   parallel_for(
       cands.size(), o.jobs,
       [&](std::size_t i) {
@@ -145,7 +143,7 @@ SearchOutcome run_search(const SearchOptions& o) {
           verdict[i] = Verdict::Invalid;
         }
       },
-      on_progress);
+      bar.callback());
   bar.finish();
   std::vector<std::size_t> ok;
   for (std::size_t i = 0; i < cands.size(); ++i) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/explore/pool.h"
 #include "sim/run/simulate.h"
 
 namespace zerosim::explore {
@@ -25,7 +26,7 @@ struct SearchOptions {
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<std::string> sets;  // KEY=VALUE applied to every candidate first
   int jobs = 1;
-  bool progress = false;
+  ProgressMode progress = ProgressMode::Off;
 };
 
 struct Candidate {

@@ -74,7 +74,7 @@ TEST(Sweep, CrossProductSizeAndOrderLastVariesFastest) {
       {"1", "1"}, {"1", "2"}, {"1", "4"}, {"2", "1"}, {"2", "2"}, {"2", "4"}};
   for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(point_values(vary, i), expected[i]) << i;
   const json base = sweep_base_document(kScenario, {});
-  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  auto rows = run_points(base, vary, all_points(vary), 2, ProgressMode::Off);
   ASSERT_EQ(rows.size(), 6u);
   for (std::size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(rows[i].values, expected[i]);
@@ -89,18 +89,19 @@ TEST(Sweep, RowsIdenticalForOneAndFourThreads) {
                           "cluster.nic_bandwidth=200Gbps,400Gbps", "parallel.tp=1,2,3"});
   const json base = sweep_base_document(kScenario, {});
   const auto idx = all_points(vary);
-  const std::string one = sweep_csv(vary, run_points(base, vary, idx, 1, false));
-  const std::string four = sweep_csv(vary, run_points(base, vary, idx, 4, false));
+  const std::string one = sweep_csv(vary, run_points(base, vary, idx, 1, ProgressMode::Off));
+  const std::string four = sweep_csv(vary, run_points(base, vary, idx, 4, ProgressMode::Off));
   EXPECT_EQ(one, four);
-  EXPECT_EQ(sweep_json(vary, run_points(base, vary, idx, 3, false)).dump(),
-            sweep_json(vary, rows_from_json(rows_to_json(run_points(base, vary, idx, 1, false))))
+  EXPECT_EQ(sweep_json(vary, run_points(base, vary, idx, 3, ProgressMode::Off)).dump(),
+            sweep_json(vary, rows_from_json(rows_to_json(
+                                 run_points(base, vary, idx, 1, ProgressMode::Off))))
                 .dump());
 }
 
 TEST(Sweep, InfeasiblePointKeptWithReasonAndOomPointSimulated) {
   auto vary = parse_vary({"parallel.tp=1,3", "zero.stage=0,3"});
   const json base = sweep_base_document(kScenario, {"training.micro_batch_size=2"});
-  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  auto rows = run_points(base, vary, all_points(vary), 2, ProgressMode::Off);
   ASSERT_EQ(rows.size(), 4u);
   // tp = 3 does not divide the 8 GPUs: kept, with the reason.
   for (std::size_t i : {2u, 3u}) {
@@ -118,7 +119,7 @@ TEST(Sweep, InfeasiblePointKeptWithReasonAndOomPointSimulated) {
 TEST(Sweep, CsvParsesWithOneFieldPerColumn) {
   auto vary = parse_vary({"parallel.tp=1,3", "training.micro_batch_size=1,2"});
   const json base = sweep_base_document(kScenario, {});
-  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  auto rows = run_points(base, vary, all_points(vary), 2, ProgressMode::Off);
   const auto table = parse_csv(sweep_csv(vary, rows));
   ASSERT_EQ(table.size(), 5u);
   std::vector<std::string> header = {"parallel.tp", "training.micro_batch_size"};
@@ -216,19 +217,28 @@ TEST(Search, RankedByTokensPerSecondAllFitting) {
 
 struct BinRun {
   int status;
-  std::string err;
+  std::string err, out;
 };
 
-BinRun run_bin(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string err_file = (dir / ("explore_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = std::string(ZEROSIM_BIN) + " " + args + " >/dev/null 2>" + err_file;
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(err_file);
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
-  std::filesystem::remove(err_file);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+  std::filesystem::remove(path);
+  return ss.str();
+}
+
+// Runs the binary with stdout and stderr in files (neither is a terminal).
+BinRun run_bin(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string stem = (dir / ("explore_" + std::to_string(::getpid()))).string();
+  const std::string cmd =
+      std::string(ZEROSIM_BIN) + " " + args + " >" + stem + ".out 2>" + stem + ".err";
+  const int rc = std::system(cmd.c_str());
+  BinRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, "", ""};
+  r.err = slurp(stem + ".err");
+  r.out = slurp(stem + ".out");
+  return r;
 }
 
 TEST(SweepCommand, BadFlagsExitTwoNamingTheFlagAndWriteNothing) {
@@ -269,6 +279,19 @@ TEST(SweepCommand, WritesCsvAndJson) {
     }
     std::filesystem::remove(out);
   }
+}
+
+TEST(SweepCommand, ProgressOnStderrOnlyWhenAskedAndTheFileUnchanged) {
+  const std::string args = "sweep " + kScenario + " --vary zero.stage=1,2,3 --jobs 2 --out -";
+  BinRun quiet = run_bin(args);
+  BinRun loud = run_bin(args + " --progress");
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  ASSERT_EQ(loud.status, 0) << loud.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_NE(loud.err.find("sweep ["), std::string::npos) << loud.err;
+  EXPECT_NE(loud.err.find("3/3"), std::string::npos) << loud.err;
+  EXPECT_EQ(loud.out, quiet.out);
+  EXPECT_EQ(loud.out.find("sweep ["), std::string::npos);
 }
 
 TEST(SearchCommand, MissingModelIsAnInputError) {
