@@ -181,10 +181,11 @@ TEST(Search, RankedByTokensPerSecondAllFitting) {
   o.nodes = 1;
   o.global_batch_size = 32;
   o.zero_stages = {1, 3};
+  o.top = 5;
   o.jobs = 2;
   const SearchOutcome out = run_search(o);
   EXPECT_GT(out.candidates, 0u);
-  EXPECT_EQ(out.candidates, out.invalid + out.does_not_fit + out.simulated);
+  EXPECT_EQ(out.candidates, out.invalid + out.does_not_fit + out.pruned + out.simulated);
   ASSERT_EQ(out.ranked.size(), out.simulated);
   ASSERT_GE(out.ranked.size(), 2u);
   for (std::size_t i = 0; i < out.ranked.size(); ++i) {
@@ -204,13 +205,13 @@ TEST(Search, RankedByTokensPerSecondAllFitting) {
   for (std::size_t i = 1; i < gap.size(); ++i) {
     EXPECT_GE(std::abs(gap[i - 1].diff_s()), std::abs(gap[i].diff_s()));
   }
-  const std::string text = search_text(o, out, 5);
+  const std::string text = search_text(o, out);
   EXPECT_NE(text.find("why #1 beat #2"), std::string::npos) << text;
-  const json j = search_json(o, out, 5);
+  const json j = search_json(o, out);
   EXPECT_EQ(j["top"].size(), std::min<std::size_t>(5, out.ranked.size()));
   // Same answer on one thread.
   o.jobs = 1;
-  EXPECT_EQ(search_json(o, run_search(o), 5).dump(), j.dump());
+  EXPECT_EQ(search_json(o, run_search(o)).dump(), j.dump());
 }
 
 // --- the binary ---------------------------------------------------------------------------
@@ -292,6 +293,42 @@ TEST(SweepCommand, ProgressOnStderrOnlyWhenAskedAndTheFileUnchanged) {
   EXPECT_NE(loud.err.find("3/3"), std::string::npos) << loud.err;
   EXPECT_EQ(loud.out, quiet.out);
   EXPECT_EQ(loud.out.find("sweep ["), std::string::npos);
+}
+
+TEST(SearchCommand, ProgressOnStderrOnlyWhenAskedAndStdoutUnchanged) {
+  const std::string args =
+      "search --model llama2-7b --cluster dgx-h100 --nodes 1 --gbs 32 --zero-stages 1 "
+      "--max-pp 2 --top 3 --jobs 2";
+  for (const char* json_out : {"", " --json -"}) {
+    BinRun quiet = run_bin(args + json_out);
+    BinRun loud = run_bin(args + json_out + " --progress");
+    ASSERT_EQ(quiet.status, 0) << quiet.err;
+    ASSERT_EQ(loud.status, 0) << loud.err;
+    EXPECT_EQ(quiet.err, "");  // stderr is not a terminal: no progress unless asked
+    EXPECT_NE(loud.err.find("search: screening"), std::string::npos) << loud.err;
+    EXPECT_EQ(loud.out, quiet.out);
+    EXPECT_NE(quiet.out.find(*json_out ? "\"bottleneck\"" : "bottlenecks:"), std::string::npos)
+        << quiet.out;
+  }
+}
+
+TEST(SearchCommand, BadConstraintsExitTwoNamingTheFlag) {
+  const std::string base = "search --model llama2-7b --cluster dgx-h100 --nodes 1 --gbs 32 ";
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--tp 0", "--tp"},
+           {"--tp 3", "--tp"},
+           {"--max-pp 0", "--max-pp"},
+           {"--seq-length 0", "--seq-length"},
+           {"--memory-headroom 150%", "--memory-headroom"},
+           {"--memory-headroom 10", "--memory-headroom"},
+           {"--set parallel.tp=2", "--tp"},
+           {"--zero-stages 4", "--zero-stages"},
+           {"--top 0", "--top"}}) {
+    BinRun r = run_bin(base + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
 }
 
 TEST(SearchCommand, MissingModelIsAnInputError) {
