@@ -1,5 +1,5 @@
 // zerosim sweep / search: point order, determinism across threads, kept infeasible points, CSV,
-// the search ranking, and the command's flag errors.
+// and the commands' progress and flag errors (the search's library: search_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "sim/core/error.h"
-#include "sim/explore/search.h"
 #include "sim/explore/sweep.h"
 
 namespace zerosim::explore {
@@ -172,46 +171,6 @@ TEST(Sweep, BatchKeysFollowDeepSpeedsRuleLikeTheFlags) {
   EXPECT_EQ(doc["sim"]["allow_oom"], true);
   auto vary_gpus = parse_vary({"cluster.num_gpus=8,16"});
   EXPECT_FALSE(point_document(base, vary_gpus, 0)["cluster"].contains("nodes"));
-}
-
-TEST(Search, RankedByTokensPerSecondAllFitting) {
-  SearchOptions o;
-  o.model = "llama2-7b";
-  o.cluster = "dgx-h100";
-  o.nodes = 1;
-  o.global_batch_size = 32;
-  o.zero_stages = {1, 3};
-  o.top = 5;
-  o.jobs = 2;
-  const SearchOutcome out = run_search(o);
-  EXPECT_GT(out.candidates, 0u);
-  EXPECT_EQ(out.candidates, out.invalid + out.does_not_fit + out.pruned + out.simulated);
-  ASSERT_EQ(out.ranked.size(), out.simulated);
-  ASSERT_GE(out.ranked.size(), 2u);
-  for (std::size_t i = 0; i < out.ranked.size(); ++i) {
-    const auto& c = out.ranked[i].config;
-    EXPECT_TRUE(out.ranked[i].report.fits_in_memory);
-    EXPECT_EQ(c.tp * c.pp * c.dp, 8);
-    EXPECT_EQ(32 % c.tp, 0);
-    EXPECT_LE(c.pp, 16);
-    EXPECT_EQ(c.mbs * c.gas * c.dp, 32);
-    if (i > 0) {
-      EXPECT_GE(out.ranked[i - 1].report.tokens_per_s, out.ranked[i].report.tokens_per_s);
-    }
-  }
-  // The explanation sorts components by |difference|.
-  const auto gap = explain_gap(out.ranked[0].report, out.ranked[1].report);
-  ASSERT_EQ(gap.size(), 7u);
-  for (std::size_t i = 1; i < gap.size(); ++i) {
-    EXPECT_GE(std::abs(gap[i - 1].diff_s()), std::abs(gap[i].diff_s()));
-  }
-  const std::string text = search_text(o, out);
-  EXPECT_NE(text.find("why #1 beat #2"), std::string::npos) << text;
-  const json j = search_json(o, out);
-  EXPECT_EQ(j["top"].size(), std::min<std::size_t>(5, out.ranked.size()));
-  // Same answer on one thread.
-  o.jobs = 1;
-  EXPECT_EQ(search_json(o, run_search(o)).dump(), j.dump());
 }
 
 // --- the binary ---------------------------------------------------------------------------

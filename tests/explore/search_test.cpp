@@ -15,15 +15,20 @@ namespace zerosim::explore {
 namespace {
 using json = nlohmann::json;
 
-SearchOptions llama7b_one_node() {
+SearchOptions search_of(const char* model, const char* cluster, int nodes, std::int64_t gbs) {
   SearchOptions o;
-  o.model = "llama2-7b";
-  o.cluster = "dgx-h100";
-  o.nodes = 1;
-  o.global_batch_size = 32;
+  o.model = model;
+  o.cluster = cluster;
+  o.nodes = nodes;
+  o.global_batch_size = gbs;
+  o.jobs = 2;
+  return o;
+}
+
+SearchOptions llama7b_one_node() {
+  SearchOptions o = search_of("llama2-7b", "dgx-h100", 1, 32);
   o.zero_stages = {1, 3};
   o.top = 5;
-  o.jobs = 2;
   return o;
 }
 
@@ -31,6 +36,39 @@ std::string key_of(const Candidate& c) {
   return std::to_string(c.tp) + "/" + std::to_string(c.pp) + "/" +
          std::to_string(c.virtual_stages) + "/" + std::to_string(c.dp) + "/" +
          std::to_string(c.zero) + "/" + std::to_string(c.mbs) + "/" + c.recompute;
+}
+
+TEST(Search, RankedByTokensPerSecondAllFitting) {
+  SearchOptions o = llama7b_one_node();
+  const SearchOutcome out = run_search(o);
+  EXPECT_GT(out.candidates, 0u);
+  EXPECT_EQ(out.candidates, out.invalid + out.does_not_fit + out.pruned + out.simulated);
+  ASSERT_EQ(out.ranked.size(), out.simulated);
+  ASSERT_GE(out.ranked.size(), 2u);
+  for (std::size_t i = 0; i < out.ranked.size(); ++i) {
+    const auto& c = out.ranked[i].config;
+    EXPECT_TRUE(out.ranked[i].report.fits_in_memory);
+    EXPECT_EQ(c.tp * c.pp * c.dp, 8);
+    EXPECT_EQ(32 % c.tp, 0);
+    EXPECT_LE(c.pp, 16);
+    EXPECT_EQ(c.mbs * c.gas * c.dp, 32);
+    if (i > 0) {
+      EXPECT_GE(out.ranked[i - 1].report.tokens_per_s, out.ranked[i].report.tokens_per_s);
+    }
+  }
+  // The explanation sorts components by |difference|.
+  const auto gap = explain_gap(out.ranked[0].report, out.ranked[1].report);
+  ASSERT_EQ(gap.size(), 7u);
+  for (std::size_t i = 1; i < gap.size(); ++i) {
+    EXPECT_GE(std::abs(gap[i - 1].diff_s()), std::abs(gap[i].diff_s()));
+  }
+  const std::string text = search_text(o, out);
+  EXPECT_NE(text.find("why #1 beat #2"), std::string::npos) << text;
+  const json j = search_json(o, out);
+  EXPECT_EQ(j["top"].size(), std::min<std::size_t>(5, out.ranked.size()));
+  // Same answer on one thread.
+  o.jobs = 1;
+  EXPECT_EQ(search_json(o, run_search(o)).dump(), j.dump());
 }
 
 // The pruned search's top equals the exhaustive one's, layout for layout and bit for bit; the
@@ -78,15 +116,10 @@ TEST(SearchPruning, EqualsExhaustiveOnOneH100Node) {
 
 TEST(SearchPruning, EqualsExhaustiveWhereMemoryIsTightAndPipelinesMatter) {
   // 13B on 40 GB A100s: most layouts do not fit, the fast ones pipeline.
-  SearchOptions o;
-  o.model = "llama2-13b";
-  o.cluster = "dgx-a100-40gb";
-  o.nodes = 2;
-  o.global_batch_size = 64;
+  SearchOptions o = search_of("llama2-13b", "dgx-a100-40gb", 2, 64);
   o.zero_stages = {1, 2};
   o.max_tp = 4;
   o.top = 4;
-  o.jobs = 2;
   expect_pruned_equals_exhaustive(o, "llama2-13b, 16 A100-40GB");
 }
 
