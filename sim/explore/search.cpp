@@ -209,33 +209,26 @@ void check_degrees(const SearchOptions& o, int heads, std::int64_t layers, int g
       throw InputError(d.flag, "must be at least 1, got " + std::to_string(o.*d.field));
     }
   }
-  if (o.tp) {
-    if (heads % o.tp != 0) {
-      throw InputError("--tp", "must divide the model's " + std::to_string(heads) +
-                                   " attention heads; allowed: " +
-                                   int_list(divisors(heads, heads)));
+  // A fixed degree splits `parts` (heads or layers) evenly and divides the GPUs.
+  auto check_fixed = [&](const char* flag, int v, int bound, const char* bound_flag,
+                         std::int64_t parts, const char* what) {
+    if (v == 0) return;
+    if (parts % v != 0 || gpus % v != 0) {
+      std::vector<int> allowed;
+      for (int d : divisors(parts, parts)) {
+        if (gpus % d == 0) allowed.push_back(d);
+      }
+      throw InputError(flag, "must divide the model's " + std::to_string(parts) + " " + what +
+                                 " and the " + std::to_string(gpus) +
+                                 " GPUs; allowed: " + int_list(allowed));
     }
-    if (gpus % o.tp != 0) {
-      throw InputError("--tp", "must divide the " + std::to_string(gpus) + " GPUs");
+    if (bound && v > bound) {
+      throw InputError(flag, std::to_string(v) + " exceeds " + bound_flag + " " +
+                                 std::to_string(bound));
     }
-    if (o.max_tp && o.tp > o.max_tp) {
-      throw InputError("--tp", std::to_string(o.tp) + " exceeds --max-tp " +
-                                   std::to_string(o.max_tp));
-    }
-  }
-  if (o.pp) {
-    if (layers % o.pp != 0) {
-      throw InputError("--pp", "must divide the model's " + std::to_string(layers) +
-                                   " layers; allowed: " + int_list(divisors(layers, layers)));
-    }
-    if (gpus % o.pp != 0) {
-      throw InputError("--pp", "must divide the " + std::to_string(gpus) + " GPUs");
-    }
-    if (o.max_pp && o.pp > o.max_pp) {
-      throw InputError("--pp", std::to_string(o.pp) + " exceeds --max-pp " +
-                                   std::to_string(o.max_pp));
-    }
-  }
+  };
+  check_fixed("--tp", o.tp, o.max_tp, "--max-tp", heads, "attention heads");
+  check_fixed("--pp", o.pp, o.max_pp, "--max-pp", layers, "layers");
 }
 
 struct Screened {

@@ -251,7 +251,8 @@ TEST(SearchConstraints, ImpossibleOnesAreRefusedNamingTheFlag) {
   };
   expect_refused(with([](SearchOptions& x) { x.tp = 3; }), "--tp", "32 attention heads");
   expect_refused(with([](SearchOptions& x) { x.pp = 3; }), "--pp", "32 layers");
-  expect_refused(with([](SearchOptions& x) { x.pp = 32; }), "--pp", "8 GPUs");
+  expect_refused(with([](SearchOptions& x) { x.pp = 32; }), "--pp",
+                 "must divide the model's 32 layers and the 8 GPUs; allowed: 1, 2, 4, 8");
   expect_refused(with([](SearchOptions& x) { x.tp = 4, x.max_tp = 2; }), "--tp", "--max-tp 2");
   expect_refused(with([](SearchOptions& x) { x.tp = 8, x.pp = 2; }), "--tp",
                  "--tp 8, --pp 2 together leave no layout");
