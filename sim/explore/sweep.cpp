@@ -180,14 +180,12 @@ SweepRow evaluate_point(const json& base, const std::vector<VariedKey>& vary, st
 
 std::vector<SweepRow> run_points(const json& base, const std::vector<VariedKey>& vary,
                                  const std::vector<std::size_t>& indices, int jobs,
-                                 bool progress) {
+                                 ProgressMode progress) {
   std::vector<SweepRow> rows(indices.size());
-  Progress bar(indices.size(), "sweep");
-  std::function<void(std::size_t)> on_progress;
-  if (progress && bar.enabled()) on_progress = [&](std::size_t done) { bar.update(done); };
+  Progress bar(indices.size(), "sweep", progress);
   parallel_for(
       indices.size(), jobs, [&](std::size_t i) { rows[i] = evaluate_point(base, vary, indices[i]); },
-      on_progress);
+      bar.callback());
   bar.finish();
   return rows;
 }

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/explore/pool.h"
+
 namespace zerosim::explore {
 
 struct VariedKey {
@@ -58,10 +60,11 @@ nlohmann::json point_document(const nlohmann::json& base, const std::vector<Vari
 SweepRow evaluate_point(const nlohmann::json& base, const std::vector<VariedKey>& vary,
                         std::size_t index);
 
-// Evaluates the points `indices` on `jobs` threads; rows in the order of `indices`.
+// Evaluates the points `indices` on `jobs` threads; rows in the order of `indices`, the same
+// whatever `progress` says (it only writes to stderr).
 std::vector<SweepRow> run_points(const nlohmann::json& base, const std::vector<VariedKey>& vary,
                                  const std::vector<std::size_t>& indices, int jobs,
-                                 bool progress);
+                                 ProgressMode progress);
 
 // Rows as a JSON array and back (exact: doubles round-trip), for gathering across ranks.
 nlohmann::json rows_to_json(const std::vector<SweepRow>& rows);

@@ -93,7 +93,7 @@ bool built_with_mpi() {
 }
 
 DistributedRows run_sweep_distributed(const json& base, const std::vector<VariedKey>& vary,
-                                      int jobs, bool progress) {
+                                      int jobs, ProgressMode progress) {
   DistributedRows out;
   const std::size_t n = point_count(vary);
   const int launched = launched_world_size();
@@ -104,7 +104,8 @@ DistributedRows run_sweep_distributed(const json& base, const std::vector<Varied
     check(MPI_Comm_size(MPI_COMM_WORLD, &out.size), "MPI_Comm_size");
     try {
       const std::vector<std::size_t> mine = indices_of_rank(n, out.rank, out.size);
-      std::vector<SweepRow> rows = run_points(base, vary, mine, jobs, progress && out.rank == 0);
+      std::vector<SweepRow> rows = run_points(base, vary, mine, jobs,
+                                                 out.rank == 0 ? progress : ProgressMode::Off);
       std::vector<std::string> parts = gather_strings(rows_to_json(rows).dump(), out.rank, out.size);
       if (out.rank == 0) {
         std::vector<std::vector<SweepRow>> by_rank;

@@ -24,6 +24,6 @@ struct DistributedRows {
 
 DistributedRows run_sweep_distributed(const nlohmann::json& base,
                                       const std::vector<VariedKey>& vary, int jobs,
-                                      bool progress);
+                                      ProgressMode progress);
 
 }  // namespace zerosim::explore

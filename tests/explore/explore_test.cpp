@@ -1,5 +1,5 @@
 // zerosim sweep / search: point order, determinism across threads, kept infeasible points, CSV,
-// the search ranking, and the command's flag errors.
+// and the commands' progress and flag errors (the search's library: search_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "sim/core/error.h"
-#include "sim/explore/search.h"
 #include "sim/explore/sweep.h"
 
 namespace zerosim::explore {
@@ -74,7 +73,7 @@ TEST(Sweep, CrossProductSizeAndOrderLastVariesFastest) {
       {"1", "1"}, {"1", "2"}, {"1", "4"}, {"2", "1"}, {"2", "2"}, {"2", "4"}};
   for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(point_values(vary, i), expected[i]) << i;
   const json base = sweep_base_document(kScenario, {});
-  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  auto rows = run_points(base, vary, all_points(vary), 2, ProgressMode::Off);
   ASSERT_EQ(rows.size(), 6u);
   for (std::size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(rows[i].values, expected[i]);
@@ -89,18 +88,19 @@ TEST(Sweep, RowsIdenticalForOneAndFourThreads) {
                           "cluster.nic_bandwidth=200Gbps,400Gbps", "parallel.tp=1,2,3"});
   const json base = sweep_base_document(kScenario, {});
   const auto idx = all_points(vary);
-  const std::string one = sweep_csv(vary, run_points(base, vary, idx, 1, false));
-  const std::string four = sweep_csv(vary, run_points(base, vary, idx, 4, false));
+  const std::string one = sweep_csv(vary, run_points(base, vary, idx, 1, ProgressMode::Off));
+  const std::string four = sweep_csv(vary, run_points(base, vary, idx, 4, ProgressMode::Off));
   EXPECT_EQ(one, four);
-  EXPECT_EQ(sweep_json(vary, run_points(base, vary, idx, 3, false)).dump(),
-            sweep_json(vary, rows_from_json(rows_to_json(run_points(base, vary, idx, 1, false))))
+  EXPECT_EQ(sweep_json(vary, run_points(base, vary, idx, 3, ProgressMode::Off)).dump(),
+            sweep_json(vary, rows_from_json(rows_to_json(
+                                 run_points(base, vary, idx, 1, ProgressMode::Off))))
                 .dump());
 }
 
 TEST(Sweep, InfeasiblePointKeptWithReasonAndOomPointSimulated) {
   auto vary = parse_vary({"parallel.tp=1,3", "zero.stage=0,3"});
   const json base = sweep_base_document(kScenario, {"training.micro_batch_size=2"});
-  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  auto rows = run_points(base, vary, all_points(vary), 2, ProgressMode::Off);
   ASSERT_EQ(rows.size(), 4u);
   // tp = 3 does not divide the 8 GPUs: kept, with the reason.
   for (std::size_t i : {2u, 3u}) {
@@ -118,7 +118,7 @@ TEST(Sweep, InfeasiblePointKeptWithReasonAndOomPointSimulated) {
 TEST(Sweep, CsvParsesWithOneFieldPerColumn) {
   auto vary = parse_vary({"parallel.tp=1,3", "training.micro_batch_size=1,2"});
   const json base = sweep_base_document(kScenario, {});
-  auto rows = run_points(base, vary, all_points(vary), 2, false);
+  auto rows = run_points(base, vary, all_points(vary), 2, ProgressMode::Off);
   const auto table = parse_csv(sweep_csv(vary, rows));
   ASSERT_EQ(table.size(), 5u);
   std::vector<std::string> header = {"parallel.tp", "training.micro_batch_size"};
@@ -173,62 +173,32 @@ TEST(Sweep, BatchKeysFollowDeepSpeedsRuleLikeTheFlags) {
   EXPECT_FALSE(point_document(base, vary_gpus, 0)["cluster"].contains("nodes"));
 }
 
-TEST(Search, RankedByTokensPerSecondAllFitting) {
-  SearchOptions o;
-  o.model = "llama2-7b";
-  o.cluster = "dgx-h100";
-  o.nodes = 1;
-  o.global_batch_size = 32;
-  o.zero_stages = {1, 3};
-  o.jobs = 2;
-  const SearchOutcome out = run_search(o);
-  EXPECT_GT(out.candidates, 0u);
-  EXPECT_EQ(out.candidates, out.invalid + out.does_not_fit + out.simulated);
-  ASSERT_EQ(out.ranked.size(), out.simulated);
-  ASSERT_GE(out.ranked.size(), 2u);
-  for (std::size_t i = 0; i < out.ranked.size(); ++i) {
-    const auto& c = out.ranked[i].config;
-    EXPECT_TRUE(out.ranked[i].report.fits_in_memory);
-    EXPECT_EQ(c.tp * c.pp * c.dp, 8);
-    EXPECT_EQ(32 % c.tp, 0);
-    EXPECT_LE(c.pp, 16);
-    EXPECT_EQ(c.mbs * c.gas * c.dp, 32);
-    if (i > 0) {
-      EXPECT_GE(out.ranked[i - 1].report.tokens_per_s, out.ranked[i].report.tokens_per_s);
-    }
-  }
-  // The explanation sorts components by |difference|.
-  const auto gap = explain_gap(out.ranked[0].report, out.ranked[1].report);
-  ASSERT_EQ(gap.size(), 7u);
-  for (std::size_t i = 1; i < gap.size(); ++i) {
-    EXPECT_GE(std::abs(gap[i - 1].diff_s()), std::abs(gap[i].diff_s()));
-  }
-  const std::string text = search_text(o, out, 5);
-  EXPECT_NE(text.find("why #1 beat #2"), std::string::npos) << text;
-  const json j = search_json(o, out, 5);
-  EXPECT_EQ(j["top"].size(), std::min<std::size_t>(5, out.ranked.size()));
-  // Same answer on one thread.
-  o.jobs = 1;
-  EXPECT_EQ(search_json(o, run_search(o), 5).dump(), j.dump());
-}
-
 // --- the binary ---------------------------------------------------------------------------
 
 struct BinRun {
   int status;
-  std::string err;
+  std::string err, out;
 };
 
-BinRun run_bin(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string err_file = (dir / ("explore_err_" + std::to_string(::getpid()))).string();
-  const std::string cmd = std::string(ZEROSIM_BIN) + " " + args + " >/dev/null 2>" + err_file;
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(err_file);
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
-  std::filesystem::remove(err_file);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+  std::filesystem::remove(path);
+  return ss.str();
+}
+
+// Runs the binary with stdout and stderr in files (neither is a terminal).
+BinRun run_bin(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string stem = (dir / ("explore_" + std::to_string(::getpid()))).string();
+  const std::string cmd =
+      std::string(ZEROSIM_BIN) + " " + args + " >" + stem + ".out 2>" + stem + ".err";
+  const int rc = std::system(cmd.c_str());
+  BinRun r{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, "", ""};
+  r.err = slurp(stem + ".err");
+  r.out = slurp(stem + ".out");
+  return r;
 }
 
 TEST(SweepCommand, BadFlagsExitTwoNamingTheFlagAndWriteNothing) {
@@ -268,6 +238,55 @@ TEST(SweepCommand, WritesCsvAndJson) {
       EXPECT_EQ(parse_csv(ss.str()).size(), 3u);
     }
     std::filesystem::remove(out);
+  }
+}
+
+TEST(SweepCommand, ProgressOnStderrOnlyWhenAskedAndTheFileUnchanged) {
+  const std::string args = "sweep " + kScenario + " --vary zero.stage=1,2,3 --jobs 2 --out -";
+  BinRun quiet = run_bin(args);
+  BinRun loud = run_bin(args + " --progress");
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  ASSERT_EQ(loud.status, 0) << loud.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_NE(loud.err.find("sweep ["), std::string::npos) << loud.err;
+  EXPECT_NE(loud.err.find("3/3"), std::string::npos) << loud.err;
+  EXPECT_EQ(loud.out, quiet.out);
+  EXPECT_EQ(loud.out.find("sweep ["), std::string::npos);
+}
+
+TEST(SearchCommand, ProgressOnStderrOnlyWhenAskedAndStdoutUnchanged) {
+  const std::string args =
+      "search --model llama2-7b --cluster dgx-h100 --nodes 1 --gbs 32 --zero-stages 1 "
+      "--max-pp 2 --top 3 --jobs 2";
+  for (const char* json_out : {"", " --json -"}) {
+    BinRun quiet = run_bin(args + json_out);
+    BinRun loud = run_bin(args + json_out + " --progress");
+    ASSERT_EQ(quiet.status, 0) << quiet.err;
+    ASSERT_EQ(loud.status, 0) << loud.err;
+    EXPECT_EQ(quiet.err, "");  // stderr is not a terminal: no progress unless asked
+    EXPECT_NE(loud.err.find("search: screening"), std::string::npos) << loud.err;
+    EXPECT_EQ(loud.out, quiet.out);
+    EXPECT_NE(quiet.out.find(*json_out ? "\"bottleneck\"" : "bottlenecks:"), std::string::npos)
+        << quiet.out;
+  }
+}
+
+TEST(SearchCommand, BadConstraintsExitTwoNamingTheFlag) {
+  const std::string base = "search --model llama2-7b --cluster dgx-h100 --nodes 1 --gbs 32 ";
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"--tp 0", "--tp"},
+           {"--tp 3", "--tp"},
+           {"--max-pp 0", "--max-pp"},
+           {"--seq-length 0", "--seq-length"},
+           {"--memory-headroom 150%", "--memory-headroom"},
+           {"--memory-headroom 10", "--memory-headroom"},
+           {"--set parallel.tp=2", "--tp"},
+           {"--zero-stages 4", "--zero-stages"},
+           {"--top 0", "--top"}}) {
+    BinRun r = run_bin(base + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args;
   }
 }
 
