@@ -5,12 +5,12 @@
 //
 // Inputs are also limited in size, before parsing: nlohmann's parse of a 100 MB document takes
 // 5-10 s and several times its size in memory, and the scenario readers copy what they read
-// (tests/edges, edgesLarge). Real inputs are kilobytes: the largest in the repository, the
-// bundled published cases (validate/cases/published.json), is 90 kB; Hugging Face config.json
-// and DeepSpeed configs are a few kB. 16 MiB is 180 times that, and a 16 MiB document of the
-// worst shape measured (a cluster with ~1 million citation keys) still resolves in under 2 s and
-// 0.5 GiB in a release build, inside the bound the edge tests hold every input to (5 s, 2 GiB);
-// at 64 MiB the same shape takes 7 s and 1.6 GiB.
+// (tests/edges, edgesLarge). Real inputs are small: Hugging Face config.json and DeepSpeed
+// configs are a few kB, the published cases 100 kB; the largest in the repository, vTrain's
+// 1,549 cases (validate/cases/vtrain.json, one a line), is 2.4 MB. 16 MiB is 7 times that,
+// and a 16 MiB document of the worst shape measured (a cluster with ~1 million citation keys)
+// still resolves in under 2 s and 0.5 GiB in a release build, inside the bound the edge tests
+// hold every input to (5 s, 2 GiB); at 64 MiB the same shape takes 7 s and 1.6 GiB.
 #include <cstddef>
 #include <string>
 

@@ -1,9 +1,11 @@
 #include "sim/run/published.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include "sim/core/error.h"
 #include "sim/core/parallel_for.h"
@@ -35,21 +37,42 @@ double mape(const std::vector<double>& errs) {
   return sum / static_cast<double>(errs.size());
 }
 
-}  // namespace
+// The embedded file that holds the split rather than cases (validate/cases/split.json).
+constexpr const char* kSplitFile = "split";
 
-json bundled_cases() {
-  json all = {{"format", "zerosim-published-cases/1"}, {"cases", json::array()}};
-  for (std::size_t i = 0; i < embedded::published_count(); ++i) {
-    std::string text;
-    for (const char* const* p = embedded::published_chunks(i); *p; ++p) text += *p;
-    json doc = json::parse(text);
-    for (auto& c : doc["cases"]) all["cases"].push_back(std::move(c));
-  }
-  return all;
+std::string embedded_text(std::size_t i) {
+  std::string text;
+  for (const char* const* p = embedded::published_chunks(i); *p; ++p) text += *p;
+  return text;
 }
 
-PublishedSummary validate_published(const json& cases_doc, const std::vector<std::string>& settings,
-                                    int jobs) {
+const std::vector<std::string> kSets = {"calibration", "evaluation"};
+
+PublishedSplit parse_split(const json& doc) {
+  if (doc.value("format", std::string()) != "zerosim-published-split/1") {
+    throw std::logic_error("validate/cases/split.json: format is not zerosim-published-split/1");
+  }
+  PublishedSplit split;
+  split.about = doc.at("about").get<std::string>();
+  for (const json& f : doc.at("families")) {
+    PublishedFamily fam{f.at("family").get<std::string>(), f.at("set").get<std::string>(),
+                        f.at("about").get<std::string>(), f.value("in_default_run", true)};
+    if (std::find(kSets.begin(), kSets.end(), fam.set) == kSets.end() ||
+        split.find(fam.name) != nullptr) {
+      throw std::logic_error("validate/cases/split.json: bad or repeated family " + fam.name);
+    }
+    split.families.push_back(std::move(fam));
+  }
+  return split;
+}
+
+std::vector<std::string> family_names() {
+  std::vector<std::string> names;
+  for (const PublishedFamily& f : published_split().families) names.push_back(f.name);
+  return names;
+}
+
+const json& cases_of(const json& cases_doc) {
   if (!cases_doc.is_object()) throw InputError("cases", "expected an object");
   const json& format = require(cases_doc, "format", "");
   if (format != "zerosim-published-cases/1") {
@@ -57,6 +80,104 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
   }
   const json& cases = require(cases_doc, "cases", "");
   if (!cases.is_array()) throw InputError("cases", "expected an array");
+  return cases;
+}
+
+// Time, exact-time and memory MAPE over `rs`.
+ErrorSummary summarize(const std::vector<const CaseResult*>& rs) {
+  ErrorSummary e;
+  std::vector<double> all, exact, memory;
+  for (const CaseResult* r : rs) {
+    if (r->skipped) {
+      ++e.skipped;
+      continue;
+    }
+    all.push_back(r->error_pct);
+    if (!r->approximate) exact.push_back(r->error_pct);
+    if (r->measured_peak_gib > 0) memory.push_back(r->memory_error_pct);
+  }
+  e.cases = static_cast<int>(all.size());
+  e.exact_cases = static_cast<int>(exact.size());
+  e.memory_cases = static_cast<int>(memory.size());
+  e.time_mape_pct = mape(all);
+  e.time_mape_exact_pct = mape(exact);
+  e.memory_mape_pct = mape(memory);
+  return e;
+}
+
+}  // namespace
+
+const PublishedFamily* PublishedSplit::find(const std::string& name) const {
+  for (const PublishedFamily& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const PublishedSplit& published_split() {
+  static const PublishedSplit split = [] {
+    for (std::size_t i = 0; i < embedded::published_count(); ++i) {
+      if (std::string(embedded::published_name(i)) == kSplitFile) {
+        return parse_split(json::parse(embedded_text(i)));
+      }
+    }
+    throw std::logic_error("validate/cases/split.json is not compiled in");
+  }();
+  return split;
+}
+
+std::string case_family(const json& c, const std::string& path) {
+  if (!c.is_object() || !c.contains("family")) return "user";
+  const json& f = c["family"];
+  const std::string where = key_join(path, "family");
+  if (!f.is_string()) throw InputError(where, "expected a string");
+  const std::string name = f.get<std::string>();
+  if (!published_split().find(name)) {
+    throw InputError(where, "unknown family '" + name + "'" + did_you_mean(name, family_names()) +
+                                "; allowed: " + join_list(family_names()));
+  }
+  return name;
+}
+
+json select_cases(const json& cases_doc, const CaseSelection& sel) {
+  if (sel.split != "all" && std::find(kSets.begin(), kSets.end(), sel.split) == kSets.end()) {
+    throw InputError("--split", "expected calibration, evaluation or all, got '" + sel.split + "'");
+  }
+  for (const std::string& f : sel.families) {
+    if (!published_split().find(f)) {
+      throw InputError("--family", "unknown family '" + f + "'" + did_you_mean(f, family_names()) +
+                                       "; allowed: " + join_list(family_names()));
+    }
+  }
+  const json& cases = cases_of(cases_doc);
+  json out = cases_doc;
+  out["cases"] = json::array();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string name = case_family(cases[i], "cases[" + std::to_string(i) + "]");
+    const PublishedFamily& fam = *published_split().find(name);
+    const bool named =
+        std::find(sel.families.begin(), sel.families.end(), name) != sel.families.end();
+    if (!sel.families.empty() && !named) continue;
+    if (sel.split != "all" && fam.set != sel.split) continue;
+    if (sel.default_run && !fam.in_default_run) continue;
+    out["cases"].push_back(cases[i]);
+  }
+  return out;
+}
+
+json bundled_cases() {
+  json all = {{"format", "zerosim-published-cases/1"}, {"cases", json::array()}};
+  for (std::size_t i = 0; i < embedded::published_count(); ++i) {
+    if (std::string(embedded::published_name(i)) == kSplitFile) continue;
+    json doc = json::parse(embedded_text(i));
+    for (auto& c : doc["cases"]) all["cases"].push_back(std::move(c));
+  }
+  return all;
+}
+
+PublishedSummary validate_published(const json& cases_doc, const std::vector<std::string>& settings,
+                                    int jobs) {
+  const json& cases = cases_of(cases_doc);
   PublishedSummary out;
   std::vector<json> scenarios(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -68,6 +189,8 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
     }
     r.id = c["id"].get<std::string>();
     r.group = r.id.substr(0, r.id.find('-'));
+    r.family = case_family(c, path);
+    r.set = published_split().find(r.family)->set;
     if (c.contains("source") && !c["source"].is_string()) {
       throw InputError(path + ".source", "expected a string");
     }
@@ -80,8 +203,14 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       throw InputError(path + ".measured.step_time_s", "expected a positive number");
     }
     r.measured_s = step.get<double>();
-    if (measured.contains("peak_memory_gb") && measured["peak_memory_gb"].is_number()) {
-      r.measured_peak_gib = measured["peak_memory_gb"].get<double>();
+    // Read as GiB: the bundled figures are MiB / 1024 (nvidia-smi's and Megatron's MiB); the
+    // Ultra-Scale Playbook's "GB" is not defined by its source (docs/SOURCES.md#case-file-format).
+    if (measured.contains("peak_memory_gb") && !measured["peak_memory_gb"].is_null()) {
+      const json& peak = measured["peak_memory_gb"];
+      if (!peak.is_number() || !(peak.get<double>() > 0)) {
+        throw InputError(path + ".measured.peak_memory_gb", "expected a positive number (GiB)");
+      }
+      r.measured_peak_gib = peak.get<double>();
     }
     try {
       scenarios[i] = case_scenario(c, path);
@@ -103,27 +232,41 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       r.predicted_s = sim.report.step_time_s;
       r.error_pct = 100.0 * (r.predicted_s - r.measured_s) / r.measured_s;
       r.predicted_peak_gib = static_cast<double>(sim.report.memory.peak) / kGiB;
+      r.gpu_memory_gib = static_cast<double>(s.cluster.gpu.hbm_bytes) / kGiB;
       r.fits = sim.report.fits_in_memory;
+      if (r.measured_peak_gib > 0) {
+        r.memory_error_pct =
+            100.0 * (r.predicted_peak_gib - r.measured_peak_gib) / r.measured_peak_gib;
+      }
     } catch (const InputError& e) {
       r.skipped = true;
       r.skip_reason = e.what();
     }
   });
-  std::vector<double> all, exact;
+  const auto members = [&](const auto& in) {
+    std::vector<const CaseResult*> rs;
+    for (const CaseResult& r : out.cases) {
+      if (in(r)) rs.push_back(&r);
+    }
+    return rs;
+  };
+  const ErrorSummary total = summarize(members([](const CaseResult&) { return true; }));
+  out.simulated = total.cases;
+  out.skipped = total.skipped;
+  out.mape_pct = total.time_mape_pct;
+  out.mape_exact_pct = total.time_mape_exact_pct;
   std::map<std::string, std::vector<double>> by_group;
   for (const CaseResult& r : out.cases) {
-    if (r.skipped) {
-      ++out.skipped;
-      continue;
-    }
-    all.push_back(r.error_pct);
-    if (!r.approximate) exact.push_back(r.error_pct);
-    by_group[r.group].push_back(r.error_pct);
-    ++out.simulated;
+    if (!r.skipped) by_group[r.group].push_back(r.error_pct);
   }
-  out.mape_pct = mape(all);
-  out.mape_exact_pct = mape(exact);
   for (const auto& [g, errs] : by_group) out.mape_by_group.emplace_back(g, mape(errs));
+  for (const std::string& set : kSets) {
+    out.by_set.emplace_back(set, summarize(members([&](const CaseResult& r) { return r.set == set; })));
+  }
+  for (const PublishedFamily& f : published_split().families) {
+    const auto rs = members([&](const CaseResult& r) { return r.family == f.name; });
+    if (!rs.empty()) out.by_family.emplace_back(f.name, summarize(rs));
+  }
   return out;
 }
 

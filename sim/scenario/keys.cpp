@@ -361,7 +361,8 @@ void add_zero_keys(std::vector<KeySpec>& t) {
   t.push_back(count_key("zero.reduce_bucket_size", 500000000,
                         "elements per gradient reduction bucket (\"auto\" = hidden^2)",
                         FIELD(zero.reduce_bucket_size), {hidden_squared, "hidden_size^2"})
-                  .in_deepspeed(ds + "reduce_bucket_size"));
+                  .in_deepspeed(ds + "reduce_bucket_size")
+                  .in_cases("parallel.reduce_bucket_size"));
   t.push_back(enum_key("zero.communication_data_type", "default", kCommDtypeNames,
                        "dtype gradients are reduced in (DeepSpeed communication_data_type): "
                        "default = the framework's own (16-bit for DeepSpeed, fp32 for Megatron "
@@ -376,10 +377,12 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                        "reduce gradients on a side stream during backward (DeepSpeed default: "
                        "true for stage 3, false otherwise)",
                        FIELD(zero.overlap_comm))
-                  .in_deepspeed(ds + "overlap_comm"));
+                  .in_deepspeed(ds + "overlap_comm")
+                  .in_cases("parallel.overlap_comm"));
   t.push_back(bool_key("zero.contiguous_gradients", true,
                        "copy gradients into a contiguous buffer", FIELD(zero.contiguous_gradients))
-                  .in_deepspeed(ds + "contiguous_gradients"));
+                  .in_deepspeed(ds + "contiguous_gradients")
+                  .in_cases("parallel.contiguous_gradients"));
   t.push_back(bool_key("zero.reduce_scatter", true, "reduce gradients with reduce-scatter",
                        FIELD(zero.reduce_scatter))
                   .in_deepspeed(ds + "reduce_scatter"));
@@ -392,20 +395,24 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                         "elements of parameters fetched ahead (\"auto\" = 0.9 hidden^2)",
                         FIELD(zero.stage3_prefetch_bucket_size),
                         {prefetch_auto, "0.9 x hidden_size^2"})
-                  .in_deepspeed(ds + "stage3_prefetch_bucket_size"));
+                  .in_deepspeed(ds + "stage3_prefetch_bucket_size")
+                  .in_cases("parallel.stage3_prefetch_bucket_size"));
   t.push_back(count_key("zero.stage3_max_live_parameters", 1000000000,
                         "elements of gathered parameters kept alive at most",
                         FIELD(zero.stage3_max_live_parameters))
-                  .in_deepspeed(ds + "stage3_max_live_parameters"));
+                  .in_deepspeed(ds + "stage3_max_live_parameters")
+                  .in_cases("parallel.stage3_max_live_parameters"));
   t.push_back(count_key("zero.stage3_max_reuse_distance", 1000000000,
                         "elements; a parameter reused within this distance is not released",
                         FIELD(zero.stage3_max_reuse_distance))
-                  .in_deepspeed(ds + "stage3_max_reuse_distance"));
+                  .in_deepspeed(ds + "stage3_max_reuse_distance")
+                  .in_cases("parallel.stage3_max_reuse_distance"));
   t.push_back(count_key("zero.stage3_param_persistence_threshold", 100000,
                         "elements; smaller parameters stay gathered (\"auto\" = 10 hidden)",
                         FIELD(zero.stage3_param_persistence_threshold),
                         {persistence_auto, "10 x hidden_size"})
-                  .in_deepspeed(ds + "stage3_param_persistence_threshold"));
+                  .in_deepspeed(ds + "stage3_param_persistence_threshold")
+                  .in_cases("parallel.stage3_param_persistence_threshold"));
   t.push_back(enum_key("zero.stage3_implementation", "coalesced", kStage3ImplementationNames,
                        "coalesced: DeepSpeed >= 0.6 (batched, prefetched gathers); per-parameter: "
                        "DeepSpeed 0.3.13-0.5 (2021), one synchronous all-gather and one "
