@@ -56,6 +56,14 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
   // accumulation boundary (all_reduce_coalesced over param_repli_group).
   g.replicas = replica_reduce(s, ReplicaReduce::OncePerStep);
   p.params.gather_after_step = gathers_partitions_after_step(s);
+  // The models DeepSpeed runs here are Megatron-DeepSpeed's, whose loss is Megatron's
+  // vocab-parallel cross-entropy (megatron_policy.cpp): the defaults.
+  // fp32 gradients handed to the optimizer: stage 0 upcasts every gradient; stages 1/2 flatten
+  // the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage 3 the same per
+  // sub-group of at most sub_group_size (1e9) elements. DeepSpeed's FusedAdam is one
+  // multi-tensor kernel with no temporaries of its own.
+  p.memory.step_bytes_per_element = zs == 0 ? 4 : 6;
+  p.memory.step_per_subgroup = zs == 3;
   return p;
 }
 

@@ -20,6 +20,12 @@ json published_json(const PublishedSummary& s) {
       c["error_pct"] = r.error_pct;
       c["predicted_peak_memory_gib"] = r.predicted_peak_gib;
       c["fits_in_memory"] = r.fits;
+      if (r.measured_peak_gib > 0) {
+        c["measured_peak_memory_gib"] = r.measured_peak_gib;
+        c["peak_memory_metric"] = r.peak_metric;
+        c["predicted_peak_matching_gib"] = r.predicted_peak_matching_gib;
+        c["memory_error_pct"] = r.memory_error_pct;
+      }
     }
     cases.push_back(std::move(c));
   }

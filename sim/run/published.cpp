@@ -1,5 +1,6 @@
 #include "sim/run/published.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -35,6 +36,47 @@ double mape(const std::vector<double>& errs) {
   return sum / static_cast<double>(errs.size());
 }
 
+// Which figure a case's measured peak is (docs/SOURCES.md#case-file-format).
+struct PeakMetric {
+  std::string metric = "allocated";  // "allocated", "reserved" or "nvidia-smi"
+  bool rank0 = false;                // rank 0's figure rather than the busiest rank's
+};
+
+PeakMetric memory_metric(const json& measured, const std::string& path) {
+  PeakMetric m;
+  if (measured.contains("peak_memory_metric")) {
+    const json& v = measured["peak_memory_metric"];
+    if (!v.is_string() || (v != "allocated" && v != "reserved" && v != "nvidia-smi")) {
+      throw InputError(path + ".measured.peak_memory_metric",
+                       "expected \"allocated\", \"reserved\" or \"nvidia-smi\", got " + v.dump());
+    }
+    m.metric = v.get<std::string>();
+  }
+  if (measured.contains("peak_memory_rank")) {
+    const json& v = measured["peak_memory_rank"];
+    if (!v.is_string() || (v != "0" && v != "max")) {
+      throw InputError(path + ".measured.peak_memory_rank",
+                       "expected \"0\" (rank 0's figure) or \"max\" (the busiest rank's), got " +
+                           v.dump());
+    }
+    m.rank0 = v == "0";
+  }
+  return m;
+}
+
+// The predicted figure of that metric: rank 0 is pipeline stage 0 (TP ranks hold the same).
+Bytes matching_peak(const StepReport& rep, const PeakMetric& m) {
+  auto figure = [&](const MemoryUsage& u) {
+    if (m.metric == "reserved") return u.reserved_peak;
+    if (m.metric == "nvidia-smi") return u.nvidia_smi_peak();
+    return u.peak;
+  };
+  if (m.rank0) return figure(rep.memory_per_stage.at(0));
+  Bytes most = 0;
+  for (const MemoryUsage& u : rep.memory_per_stage) most = std::max(most, figure(u));
+  return most;
+}
+
 }  // namespace
 
 json bundled_cases() {
@@ -59,6 +101,7 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
   if (!cases.is_array()) throw InputError("cases", "expected an array");
   PublishedSummary out;
   std::vector<json> scenarios(cases.size());
+  std::vector<PeakMetric> peak_of(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const json& c = cases[i];
     const std::string path = "cases[" + std::to_string(i) + "]";
@@ -83,6 +126,8 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
     if (measured.contains("peak_memory_gb") && measured["peak_memory_gb"].is_number()) {
       r.measured_peak_gib = measured["peak_memory_gb"].get<double>();
     }
+    peak_of[i] = memory_metric(measured, path);
+    r.peak_metric = peak_of[i].metric;
     try {
       scenarios[i] = case_scenario(c, path);
     } catch (const InputError& e) {
@@ -103,6 +148,11 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       r.predicted_s = sim.report.step_time_s;
       r.error_pct = 100.0 * (r.predicted_s - r.measured_s) / r.measured_s;
       r.predicted_peak_gib = static_cast<double>(sim.report.memory.peak) / kGiB;
+      r.predicted_peak_matching_gib = static_cast<double>(matching_peak(sim.report, peak_of[i])) / kGiB;
+      if (r.measured_peak_gib > 0) {
+        r.memory_error_pct =
+            100.0 * (r.predicted_peak_matching_gib - r.measured_peak_gib) / r.measured_peak_gib;
+      }
       r.fits = sim.report.fits_in_memory;
     } catch (const InputError& e) {
       r.skipped = true;

@@ -17,6 +17,11 @@ struct CaseResult {
   std::string skip_reason;
   double predicted_s = 0, measured_s = 0, error_pct = 0;  // error = (pred - meas) / meas
   double predicted_peak_gib = 0, measured_peak_gib = 0;   // measured 0 when not published
+  // The prediction of the figure the source measured (measured.peak_memory_metric: "allocated",
+  // "reserved" or "nvidia-smi", of the busiest rank or, with measured.peak_memory_rank "0", of
+  // rank 0) and its error (pred - meas) / meas; 0 without a measured peak.
+  std::string peak_metric;
+  double predicted_peak_matching_gib = 0, memory_error_pct = 0;
   bool fits = true;
 };
 
