@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/cluster/cluster.h"
+#include "sim/core/units.h"
 
 namespace zerosim {
 
@@ -16,6 +17,9 @@ struct GenerationConstants {
   // NCCL ring all-reduce bus bandwidth on NVLink as a share of the NVLink bandwidth per direction
   // (the alpha-beta network's bandwidth inside a node).
   double nvlink_ring_efficiency = 0;
+  // The cuBLAS workspace PyTorch gives each (cuBLAS handle, stream) pair, allocated through the
+  // caching allocator and never freed (the plan's "cublas_workspace" allocation).
+  Bytes cublas_workspace_bytes = 0;
 };
 
 const GenerationConstants& generation_constants(GpuGeneration g);

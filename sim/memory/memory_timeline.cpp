@@ -88,6 +88,29 @@ class AllocationLedger {
 }  // namespace
 #endif
 
+namespace {
+
+// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp) rounds every request up to a
+// multiple of kMinBlockSize = 512 bytes (round_size).
+Bytes allocator_block(Bytes request) { return (request + 511) / 512 * 512; }
+
+// The allocation an "alloc X" / "free X" op name refers to, as a small integer per plan name.
+std::vector<std::int32_t> allocation_keys(const Plan& plan) {
+  std::vector<std::int32_t> key(plan.names.size(), -1);
+  std::unordered_map<std::string, std::int32_t> ids;
+  for (std::size_t i = 0; i < plan.names.size(); ++i) {
+    const std::string& n = plan.names[i];
+    const std::size_t space = n.find(' ');
+    if (space == std::string::npos) continue;
+    const std::string prefix = n.substr(0, space);
+    if (prefix != "alloc" && prefix != "free") continue;
+    key[i] = ids.emplace(n.substr(space + 1), static_cast<std::int32_t>(ids.size())).first->second;
+  }
+  return key;
+}
+
+}  // namespace
+
 std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& result,
                                        const std::vector<int>& ranks, bool keep_timeline) {
   std::vector<int> slot(static_cast<std::size_t>(plan.num_ranks), -1);
@@ -102,6 +125,18 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
   std::vector<std::array<Bytes, kNumMemCategories>> current(ranks.size());
   std::vector<Bytes> total(ranks.size(), 0);
   for (auto& c : current) c.fill(0);
+  // The caching allocator's pools. A block is cached for the stream it was allocated on, and only
+  // allocations on that stream reuse it (a Block carries its stream; get_free_block searches the
+  // requesting stream's blocks only); cached segments go back to CUDA only on empty_cache() or a
+  // failed cudaMalloc. So from one step to the next each stream's pool holds at least the peak of
+  // the blocks allocated on it, and the process reserves at least the sum of those peaks. A free
+  // returns its block to the pool of the stream that allocated it, which may not be the freeing
+  // op's stream (a stage-3 gather's buffer is allocated on the gather stream, freed after compute).
+  const std::vector<std::int32_t> key_of = allocation_keys(plan);
+  std::unordered_map<std::uint64_t, Stream> allocated_on;  // (slot, allocation) -> its stream
+  std::vector<std::array<Bytes, kNumStreams>> pool(ranks.size()), pool_peak(ranks.size());
+  for (auto& p : pool) p.fill(0);
+  for (auto& p : pool_peak) p.fill(0);
 #if ZEROSIM_MEMORY_CHECKS
   AllocationLedger ledger;
 #endif
@@ -123,6 +158,18 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
 #if ZEROSIM_MEMORY_CHECKS
     ledger.play(plan, op, result.end[id]);
 #endif
+    const std::uint64_t where = (static_cast<std::uint64_t>(k) << 32) |
+                                static_cast<std::uint32_t>(key_of[op.name]);
+    Stream stream = op.stream;
+    if (op.kind == OpKind::Alloc) {
+      allocated_on[where] = stream;
+    } else if (auto it = allocated_on.find(where); it != allocated_on.end()) {
+      stream = it->second;
+    }
+    Bytes& in_pool = pool[k][static_cast<int>(stream)];
+    in_pool += op.kind == OpKind::Alloc ? allocator_block(op.bytes) : -allocator_block(op.bytes);
+    Bytes& pool_max = pool_peak[k][static_cast<int>(stream)];
+    if (in_pool > pool_max) pool_max = in_pool;
     if (current[k][c] > u.category_max[c]) u.category_max[c] = current[k][c];
     if (total[k] > u.peak) {
       u.peak = total[k];
@@ -131,7 +178,10 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
     }
     if (keep_timeline) u.timeline.emplace_back(result.end[id], total[k]);
   }
-  for (std::size_t k = 0; k < ranks.size(); ++k) usage[k].end = total[k];
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    usage[k].end = total[k];
+    for (Bytes b : pool_peak[k]) usage[k].reserved_peak += b;
+  }
 #if ZEROSIM_MEMORY_CHECKS
   ledger.check_step_end();
 #endif

@@ -11,8 +11,17 @@ namespace zerosim {
 struct MemoryUsage {
   std::array<Bytes, kNumMemCategories> category_max{};  // each category's maximum over the step
   std::array<Bytes, kNumMemCategories> at_peak{};       // the categories at the moment of peak
-  Bytes peak = 0;
+  Bytes peak = 0;  // allocated bytes (torch.cuda.max_memory_allocated)
   SimTime peak_time = 0;
+  // The caching allocator's reserved bytes this rank holds at least (torch.cuda's
+  // max_memory_reserved; see reserved_bytes in memory_timeline.cpp): each stream's pool keeps its
+  // own peak. No fragmentation inside a pool is counted.
+  Bytes reserved_peak = 0;
+  // What the rank holds outside the caching allocator: the CUDA context and NCCL's buffers
+  // (filled in by sim/run, which knows the communicators).
+  Bytes outside_allocator = 0;
+  // The whole device memory of the rank's process, as nvidia-smi shows it.
+  Bytes nvidia_smi_peak() const { return reserved_peak + outside_allocator; }
   Bytes end = 0;  // still allocated when the step ends (model states, context, persistent buffers)
   std::vector<std::pair<SimTime, Bytes>> timeline;  // (time, total) after each change
 };

@@ -85,9 +85,32 @@ struct ParameterPolicy {
   bool compute_waits_for_earlier_gathers = false;
 };
 
+// What the framework allocates beyond model states and activations around the loss and the
+// optimizer step, and the gradient copies autograd leaves while it accumulates.
+struct MemoryPolicy {
+  // The cross-entropy over the s x b x V/tp logits of a micro-batch, in bytes per logit element:
+  // the tensor its backward needs (the fp32 softmax or log-softmax), held from the head's forward
+  // to its backward, and what lives beside it while the loss's forward and backward run (the
+  // 16-bit logits, fp32 copies, gradients of the loss chain).
+  int logits_saved = 4, logits_forward_extra = 2, logits_backward_extra = 2;
+  // fp32 gradients (and optimizer temporaries) of the step, bytes per updated element, allocated
+  // before the step and freed after it; per_subgroup: once per DeepSpeed stage-3 sub-group of at
+  // most sub_group_size (1e9) elements instead of for the whole partition.
+  int step_bytes_per_element = 0;
+  bool step_per_subgroup = false;
+  // The 16-bit param.grad autograd leaves on every parameter of the stage stays until the
+  // micro-batch's backward has ended (a framework that folds gradients into its own buffer after
+  // loss.backward() rather than from per-parameter hooks).
+  bool half_grads_until_backward_end = false;
+  // The all-gather of the updated partitions after the step goes through flat copies: the
+  // rank's partition and the whole gathered stage, 16 bits each, for the length of the gather.
+  bool flat_param_gather = false;
+};
+
 struct FrameworkPolicy {
   GradientPolicy grads;
   ParameterPolicy params;
+  MemoryPolicy memory;
 };
 
 // The policy of the scenario's framework for pipeline stage `stage`.

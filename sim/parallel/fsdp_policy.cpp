@@ -19,6 +19,19 @@ FrameworkPolicy fsdp_policy(const Scenario& s, int /*stage*/) {
   // (_runtime_utils.py _reduce_grad).
   g.replicas = replica_reduce(s, ReplicaReduce::EachBucket);
   p.params.gather_after_step = gathers_partitions_after_step(s);
+  // The FSDP runs zerosim reproduces are torchtitan's. Its loss (train.py, commit 9dec370):
+  // cross_entropy(pred.flatten(0, 1).float(), labels) keeps the bf16 logits (2 bytes per logit)
+  // and their fp32 copy (4) while log_softmax writes its output (4), which it saves; `del pred`
+  // drops the bf16 logits before backward. The backward holds the saved output, nll_loss's
+  // gradient (4) and log_softmax's gradient (4) at once.
+  MemoryPolicy& m = p.memory;
+  m.logits_saved = 4;
+  m.logits_forward_extra = 6;
+  m.logits_backward_extra = 8;
+  // The step: torchtitan builds AdamW with foreach = not fused and --optimizer.fused off by
+  // default (optimizer.py, config_manager.py); PyTorch's _multi_tensor_adam takes
+  // torch._foreach_sqrt(exp_avg_sqs), an fp32 copy of every second moment of the shard.
+  m.step_bytes_per_element = 4;
   return p;
 }
 

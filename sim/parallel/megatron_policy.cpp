@@ -38,6 +38,16 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   g.stage3_bucket_buffer = zs == 3 && s.zero.contiguous_gradients;
   p.params.gather_after_step = gathers_partitions_after_step(s);
   p.params.gather_in_next_forward = s.parallel.overlap_param_gather;
+  // The loss (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy): the
+  // 16-bit logits stay referenced by the caller while the loss casts them to fp32 and subtracts the
+  // maximum in place ("In-place subtraction reduces memory pressure"), so the forward holds
+  // 2 + 4 bytes per logit; the fp32 softmax is saved (4); the backward turns it into the
+  // gradient in place and the cast's backward adds its 16-bit copy (2). The defaults.
+  // The step: the main parameters' gradients are the main_grad buffer itself in bf16 (.float() of
+  // an fp32 tensor is no copy); with fp16 gradients it is an fp32 copy (4 bytes per updated
+  // element; the Megatron-LM README counts it: fp16 params and grads take 20 bytes per parameter,
+  // 4 + 16/d with the distributed optimizer). Apex/TE FusedAdam keeps no temporaries.
+  p.memory.step_bytes_per_element = s.training.precision == Precision::Bf16 ? 0 : 4;
   return p;
 }
 

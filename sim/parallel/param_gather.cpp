@@ -8,8 +8,13 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
   const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp;
   const Peer peer = shards ? Peer::DpShard : Peer::Dp;
   if (policy_.params.gather_after_step) {
+    // (nanotron returns before gathering over a single rank.)
+    const Bytes flat =
+        policy_.memory.flat_param_gather && dp > 1 ? 2 * info_.dp_partition * (dp + 1) : 0;
+    if (flat > 0) e_.alloc(MemCategory::Buffers, flat, "param gather flat copies", stream);
     e_.collective(peer, CollectiveKind::AllGather, 2 * info_.dp_partition * dp, stream,
                   "param all_gather", {after});
+    if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "param gather flat copies", stream);
   }
   if (persistent_elements > 0) {
     e_.collective(peer, CollectiveKind::AllGather, 2 * ceil_div(persistent_elements, dp) * dp,

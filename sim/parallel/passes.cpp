@@ -56,9 +56,15 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       e_.alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
     }
     if (unit.forward == WorkKind::HeadForward) {
-      e_.alloc(MemCategory::Activations, logits_bytes_, "logits");
+      e_.alloc(MemCategory::Activations, logits_saved_, "logits");
+      if (logits_forward_extra_ > 0) {
+        e_.alloc(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
+      }
     }
     prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
+    if (unit.forward == WorkKind::HeadForward && logits_forward_extra_ > 0) {
+      e_.free_op(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
+    }
     if (unit.forward != WorkKind::HeadForward) tp_collectives(prev, unit_op_name(unit, "fwd"));
     if (stage3 && zero3_.release_after_forward(chunk, u)) {
       e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
@@ -89,6 +95,8 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
   if (stage3) zero3_.begin_backward(mb, chunk);
   grads_.begin_backward(backwards_done_[chunk]++ > 0);
   const bool full = s_.parallel.recompute == Recompute::Full;
+  // Autograd's 16-bit param.grad of each unit, from the unit's backward until the pass ends.
+  const bool half_grads = policy_.memory.half_grads_until_backward_end;
   std::int32_t prev = last_compute_;
   for (std::size_t i = n_units; i-- > 0;) {
     const Unit& unit = units[i];
@@ -105,12 +113,20 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
                "recomputed activations");
     }
     if (zs >= 2) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+    const bool head = unit.backward == WorkKind::HeadBackward;
+    if (head && logits_backward_extra_ > 0) {
+      e_.alloc(MemCategory::Activations, logits_backward_extra_, "loss backward temporaries");
+    }
+    if (half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
     prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps);
     // The input gradient of every column-parallel block (and of the vocab-parallel head) is
     // all-reduced; the embedding's is not needed.
     if (unit.backward != WorkKind::EmbedBackward) tp_collectives(prev, unit_op_name(unit, "bwd"));
-    if (unit.backward == WorkKind::HeadBackward) {
-      e_.free_op(MemCategory::Activations, logits_bytes_, "logits");
+    if (head) {
+      e_.free_op(MemCategory::Activations, logits_saved_, "logits");
+      if (logits_backward_extra_ > 0) {
+        e_.free_op(MemCategory::Activations, logits_backward_extra_, "loss backward temporaries");
+      }
     }
     if (unit.backward == WorkKind::AttentionBackward) {
       e_.free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
@@ -128,6 +144,9 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
       grads_.unit_gradients_ready(unit, prev);
     }
     if (zs >= 2) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  }
+  if (half_grads) {
+    for (const Unit& unit : units) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
   }
   last_compute_ = prev;
   if (!first_virtual(chunk)) {

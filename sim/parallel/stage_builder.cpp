@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/memory/memory_constants.h"
+#include "sim/cluster/gpu_generation.h"
 #include "sim/parallel/schedules.h"
 
 namespace zerosim::plan_detail {
@@ -61,9 +61,13 @@ Template StageBuilder::build() {
                                                       s_.parallel.sequence_parallel, Recompute::None,
                                                       s_.training.flash_attention);
   const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
-  // Logits in 16 bits and their fp32 copy for the cross-entropy (Korthikanti et al. 2022, §4.3
-  // counts the fp32 copy as 4sbv/t), vocab-parallel over TP.
-  logits_bytes_ = static_cast<Bytes>(6.0 * sb * m.vocab_size / tp);
+  // The cross-entropy's logits, vocab-parallel over TP: what the framework's loss saves for
+  // backward and what lives beside it in its forward and backward (framework_policy.h).
+  const double logits = sb * m.vocab_size / tp;
+  const MemoryPolicy& mem = policy_.memory;
+  logits_saved_ = static_cast<Bytes>(mem.logits_saved * logits);
+  logits_forward_extra_ = static_cast<Bytes>(mem.logits_forward_extra * logits);
+  logits_backward_extra_ = static_cast<Bytes>(mem.logits_backward_extra * logits);
   tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
   // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
   // parallelism (Megatron's scatter-gather optimisation does the same without it).
@@ -92,14 +96,19 @@ Template StageBuilder::build() {
   return e_.take();
 }
 
-// What a rank allocates before its first pass: model states, the CUDA context, the framework's
-// gradient buffers, and with stage 3 the parameters that stay gathered.
+// What a rank allocates before its first pass: model states, the cuBLAS workspace, the
+// framework's gradient buffers, and with stage 3 the parameters that stay gathered. (The CUDA
+// context and NCCL's buffers live outside the caching allocator: sim/run adds them.)
 void StageBuilder::allocate_states() {
   const GradientPolicy& g = policy_.grads;
   e_.alloc(MemCategory::Params, info_.model_states.params, "params");
   e_.alloc(MemCategory::Grads, info_.model_states.grads, "grads");
   e_.alloc(MemCategory::OptimizerStates, info_.model_states.optimizer_states, "optimizer_states");
-  e_.alloc(MemCategory::Buffers, kCudaContextBytes, "cuda_context");
+  // One workspace for the compute stream, the only stream that runs GEMMs (autograd runs a
+  // backward op on its forward op's stream).
+  e_.alloc(MemCategory::Buffers,
+           generation_constants(s_.cluster.gpu.generation).cublas_workspace_bytes,
+           "cublas_workspace");
   if (g.bucket_copy) e_.alloc(MemCategory::Buffers, 2 * info_.local_params, "ddp_buckets");
   if (g.stage3_bucket_buffer) {
     e_.alloc(MemCategory::Buffers, 2 * s_.zero.reduce_bucket_size, "ipg_buffer");
@@ -133,17 +142,19 @@ void StageBuilder::optimizer_step() {
     params_.after_step(end.ready, end.gather_stream, persistent);
     return;
   }
-  // fp32 gradients handed to the optimizer: stage 0 upcasts every gradient; stages 1/2 flatten
-  // the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage 3 the same per
-  // sub-group of at most sub_group_size (1e9) elements.
-  const Bytes temp = zs == 0 ? 4 * elements
-                             : 6 * (zs == 3 ? std::min<std::int64_t>(elements, 1'000'000'000) : elements);
-  std::int32_t a = e_.alloc(MemCategory::Buffers, temp, "fp32 step gradients", Stream::Compute, deps);
-  std::vector<std::int32_t> step_deps = {a};
+  // What the framework's step allocates (framework_policy.h: fp32 gradients, Adam temporaries).
+  const MemoryPolicy& mem = policy_.memory;
+  const Bytes temp =
+      mem.step_bytes_per_element *
+      (mem.step_per_subgroup ? std::min<std::int64_t>(elements, 1'000'000'000) : elements);
+  std::vector<std::int32_t> step_deps = deps;
+  if (temp > 0) {
+    step_deps = {e_.alloc(MemCategory::Buffers, temp, "fp32 step gradients", Stream::Compute, deps)};
+  }
   for (std::int32_t w : e_.take_host_waits()) step_deps.push_back(w);
   const std::int32_t step = e_.work_op(OpKind::Compute, {WorkKind::OptimizerStep, elements, 0},
                                        Stream::Compute, Phase::Optimizer, "optimizer step", step_deps);
-  e_.free_op(MemCategory::Buffers, temp, "fp32 step gradients");
+  if (temp > 0) e_.free_op(MemCategory::Buffers, temp, "fp32 step gradients");
   params_.after_step(step, Stream::Compute, persistent);
 }
 

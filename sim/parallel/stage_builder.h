@@ -54,10 +54,11 @@ class StageBuilder {
   ParamGather params_;
 
   // Activation bytes of one layer kept for backward (with the scenario's recomputation) and
-  // recomputed in a full-recompute backward; logits; a TP collective's and a pipeline
-  // transfer's buffer.
+  // recomputed in a full-recompute backward; the loss's logits (saved for backward, and the extra
+  // during its forward and its backward); a TP collective's and a pipeline transfer's buffer.
   double activation_layer_ = 0, activation_layer_full_ = 0;
-  Bytes logits_bytes_ = 0, tp_activation_bytes_ = 0, p2p_bytes_ = 0;
+  Bytes logits_saved_ = 0, logits_forward_extra_ = 0, logits_backward_extra_ = 0;
+  Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   std::int32_t last_compute_ = -1;
   std::vector<int> forwards_done_, backwards_done_;  // per chunk, in this step
 };

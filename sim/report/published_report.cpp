@@ -12,9 +12,11 @@ namespace {
 // Which two figures the memory error compares; printed with every rendering so that nobody
 // reads an allocator-cache gap as a model error without knowing.
 constexpr const char* kMemoryCompared =
-    "predicted = the peak of the busiest rank's allocations (model states, activations, buffers, "
-    "CUDA context; no allocator cache); measured = the published peak as the framework or "
-    "nvidia-smi reported it (allocator cache included), read as GiB";
+    "measured = the published peak as the source reported it, read as GiB, and the metric it "
+    "names (measured.peak_memory_metric: allocated = torch.cuda.max_memory_allocated, reserved = "
+    "max_memory_reserved, nvidia-smi = the whole process; of the busiest rank unless "
+    "peak_memory_rank is \"0\"); predicted = zerosim's figure of that metric (peak_GiB); "
+    "the fits verdict compares the predicted nvidia-smi peak with the GPU";
 
 // Families of each set in the split's order, e.g. "megatron-sc21".
 std::string families_of(const std::string& set) {
@@ -81,9 +83,14 @@ json published_json(const PublishedSummary& s) {
       c["predicted_step_time_s"] = r.predicted_s;
       c["error_pct"] = r.error_pct;
       c["predicted_peak_memory_gib"] = r.predicted_peak_gib;
-      if (r.measured_peak_gib > 0) c["memory_error_pct"] = r.memory_error_pct;
+      c["predicted_nvidia_smi_peak_gib"] = r.predicted_smi_peak_gib;
       c["gpu_memory_gib"] = r.gpu_memory_gib;
       c["fits_in_memory"] = r.fits;
+      if (r.measured_peak_gib > 0) {
+        c["peak_memory_metric"] = r.peak_metric;
+        c["predicted_peak_matching_gib"] = r.predicted_peak_matching_gib;
+        c["memory_error_pct"] = r.memory_error_pct;
+      }
     }
     cases.push_back(std::move(c));
   }
@@ -103,7 +110,7 @@ json published_json(const PublishedSummary& s) {
   for (const CaseResult* r : not_fitting(s)) {
     unfit.push_back({{"id", r->id},
                      {"family", r->family},
-                     {"predicted_peak_memory_gib", r->predicted_peak_gib},
+                     {"predicted_nvidia_smi_peak_gib", r->predicted_smi_peak_gib},
                      {"gpu_memory_gib", r->gpu_memory_gib}});
   }
   return {{"cases", cases},
@@ -130,8 +137,9 @@ std::string published_text(const PublishedSummary& s) {
       std::snprintf(line, sizeof line, "%-44s skipped: %s\n", r.id.c_str(), r.skip_reason.c_str());
     } else if (r.measured_peak_gib > 0) {
       std::snprintf(line, sizeof line, "%-44s %12.3f %12.3f %+8.1f %9.1f %9.1f %+8.1f%s%s\n",
-                    r.id.c_str(), r.predicted_s, r.measured_s, r.error_pct, r.predicted_peak_gib,
-                    r.measured_peak_gib, r.memory_error_pct, r.approximate ? " ~" : "",
+                    r.id.c_str(), r.predicted_s, r.measured_s, r.error_pct,
+                    r.predicted_peak_matching_gib, r.measured_peak_gib, r.memory_error_pct,
+                    r.approximate ? " ~" : "",
                     r.fits ? "" : " !");
     } else {
       std::snprintf(line, sizeof line, "%-44s %12.3f %12.3f %+8.1f %9.1f %9s %9s%s%s\n",
@@ -167,8 +175,8 @@ std::string published_text(const PublishedSummary& s) {
   o << "\nPredicted not to fit on the GPUs they ran on (simulated anyway, sim.allow_oom): "
     << unfit.size() << (unfit.empty() ? "\n" : ":\n");
   for (const CaseResult* r : unfit) {
-    std::snprintf(line, sizeof line, "  %-44s %7.1f GiB predicted, %5.1f GiB GPU\n", r->id.c_str(),
-                  r->predicted_peak_gib, r->gpu_memory_gib);
+    std::snprintf(line, sizeof line, "  %-44s %7.1f GiB predicted (nvidia-smi), %5.1f GiB GPU\n",
+                  r->id.c_str(), r->predicted_smi_peak_gib, r->gpu_memory_gib);
     o << line;
   }
   return o.str();
@@ -185,8 +193,9 @@ std::string published_markdown(const PublishedSummary& s) {
                     r.measured_s, r.skip_reason.c_str());
     } else if (r.measured_peak_gib > 0) {
       std::snprintf(line, sizeof line, "| %s | %.3f | %.3f | %+.1f | %.1f | %.1f | %+.1f | %s |\n",
-                    r.id.c_str(), r.predicted_s, r.measured_s, r.error_pct, r.predicted_peak_gib,
-                    r.measured_peak_gib, r.memory_error_pct, r.approximate ? "yes" : "");
+                    r.id.c_str(), r.predicted_s, r.measured_s, r.error_pct,
+                    r.predicted_peak_matching_gib, r.measured_peak_gib, r.memory_error_pct,
+                    r.approximate ? "yes" : "");
     } else {
       std::snprintf(line, sizeof line, "| %s | %.3f | %.3f | %+.1f | %.1f | | | %s |\n",
                     r.id.c_str(), r.predicted_s, r.measured_s, r.error_pct, r.predicted_peak_gib,
@@ -222,8 +231,8 @@ std::string published_markdown(const PublishedSummary& s) {
   o << "\nPredicted not to fit on the GPUs they ran on (simulated anyway, `sim.allow_oom`): "
     << unfit.size() << (unfit.empty() ? ".\n" : "\n\n| case | predicted GiB | GPU GiB |\n|---|---:|---:|\n");
   for (const CaseResult* r : unfit) {
-    std::snprintf(line, sizeof line, "| %s | %.1f | %.1f |\n", r->id.c_str(), r->predicted_peak_gib,
-                  r->gpu_memory_gib);
+    std::snprintf(line, sizeof line, "| %s | %.1f | %.1f |\n", r->id.c_str(),
+                  r->predicted_smi_peak_gib, r->gpu_memory_gib);
     o << line;
   }
   return o.str();

@@ -48,7 +48,9 @@ json memory_json(const MemoryUsage& u) {
               {"optimizer_states", m[static_cast<int>(MemCategory::OptimizerStates)]},
               {"activations", m[static_cast<int>(MemCategory::Activations)]},
               {"buffers", m[static_cast<int>(MemCategory::Buffers)]},
-              {"peak", u.peak}};
+              {"peak", u.peak},
+              {"reserved_peak", u.reserved_peak},
+              {"nvidia_smi_peak", u.nvidia_smi_peak()}};
 }
 
 }  // namespace
@@ -82,6 +84,8 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
   j["memory_per_gpu_bytes"] = memory_json(r.memory);
   j["memory_per_stage_bytes"] = json::array();
   for (const MemoryUsage& u : r.memory_per_stage) j["memory_per_stage_bytes"].push_back(memory_json(u));
+  j["memory_outside_allocator_bytes"] = {{"cuda_context", r.cuda_context_bytes},
+                                         {"nccl_buffers", r.nccl_buffer_bytes}};
   j["gpu_memory_bytes"] = s.cluster.gpu.hbm_bytes;
   j["fits_in_memory"] = r.fits_in_memory;
   j["host_memory_per_node_bytes"] = r.host_memory_per_node;
@@ -141,8 +145,11 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
   const auto& m = r.memory.category_max;
   o << "  memory per GPU  params " << gib(m[0]) << ", grads " << gib(m[1]) << ", optimizer "
     << gib(m[2]) << ", activations " << gib(m[3]) << ", buffers " << gib(m[4]) << "\n";
-  o << "  peak            " << gib(r.memory.peak) << " of " << gib(s.cluster.gpu.hbm_bytes)
-    << (r.fits_in_memory ? "  -> fits" : "  -> DOES NOT FIT") << "\n";
+  o << "  peak            " << gib(r.memory.peak) << " allocated, " << gib(r.memory.reserved_peak)
+    << " reserved (at least), " << gib(r.memory.nvidia_smi_peak()) << " with CUDA context "
+    << gib(r.cuda_context_bytes) << " and NCCL " << gib(r.nccl_buffer_bytes) << " (nvidia-smi), of "
+    << gib(s.cluster.gpu.hbm_bytes) << (r.fits_in_memory ? "  -> fits" : "  -> DOES NOT FIT")
+    << "\n";
   if (r.host_memory_per_node > 0 || r.nvme_bytes_per_node > 0) {
     o << "  host per node   " << gib(r.host_memory_per_node) << " of "
       << gib(s.cluster.host.dram_bytes)

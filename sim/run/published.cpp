@@ -40,6 +40,47 @@ double mape(const std::vector<double>& errs) {
 // The embedded file that holds the split rather than cases (validate/cases/split.json).
 constexpr const char* kSplitFile = "split";
 
+// Which figure a case's measured peak is (docs/SOURCES.md#case-file-format).
+struct PeakMetric {
+  std::string metric = "allocated";  // "allocated", "reserved" or "nvidia-smi"
+  bool rank0 = false;                // rank 0's figure rather than the busiest rank's
+};
+
+PeakMetric memory_metric(const json& measured, const std::string& path) {
+  PeakMetric m;
+  if (measured.contains("peak_memory_metric")) {
+    const json& v = measured["peak_memory_metric"];
+    if (!v.is_string() || (v != "allocated" && v != "reserved" && v != "nvidia-smi")) {
+      throw InputError(path + ".measured.peak_memory_metric",
+                       "expected \"allocated\", \"reserved\" or \"nvidia-smi\", got " + v.dump());
+    }
+    m.metric = v.get<std::string>();
+  }
+  if (measured.contains("peak_memory_rank")) {
+    const json& v = measured["peak_memory_rank"];
+    if (!v.is_string() || (v != "0" && v != "max")) {
+      throw InputError(path + ".measured.peak_memory_rank",
+                       "expected \"0\" (rank 0's figure) or \"max\" (the busiest rank's), got " +
+                           v.dump());
+    }
+    m.rank0 = v == "0";
+  }
+  return m;
+}
+
+// The predicted figure of that metric: rank 0 is pipeline stage 0 (TP ranks hold the same).
+Bytes matching_peak(const StepReport& rep, const PeakMetric& m) {
+  auto figure = [&](const MemoryUsage& u) {
+    if (m.metric == "reserved") return u.reserved_peak;
+    if (m.metric == "nvidia-smi") return u.nvidia_smi_peak();
+    return u.peak;
+  };
+  if (m.rank0) return figure(rep.memory_per_stage.at(0));
+  Bytes most = 0;
+  for (const MemoryUsage& u : rep.memory_per_stage) most = std::max(most, figure(u));
+  return most;
+}
+
 std::string embedded_text(std::size_t i) {
   std::string text;
   for (const char* const* p = embedded::published_chunks(i); *p; ++p) text += *p;
@@ -180,6 +221,7 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
   const json& cases = cases_of(cases_doc);
   PublishedSummary out;
   std::vector<json> scenarios(cases.size());
+  std::vector<PeakMetric> peak_of(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const json& c = cases[i];
     const std::string path = "cases[" + std::to_string(i) + "]";
@@ -212,6 +254,8 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       }
       r.measured_peak_gib = peak.get<double>();
     }
+    peak_of[i] = memory_metric(measured, path);
+    r.peak_metric = peak_of[i].metric;
     try {
       scenarios[i] = case_scenario(c, path);
     } catch (const InputError& e) {
@@ -233,11 +277,14 @@ PublishedSummary validate_published(const json& cases_doc, const std::vector<std
       r.error_pct = 100.0 * (r.predicted_s - r.measured_s) / r.measured_s;
       r.predicted_peak_gib = static_cast<double>(sim.report.memory.peak) / kGiB;
       r.gpu_memory_gib = static_cast<double>(s.cluster.gpu.hbm_bytes) / kGiB;
-      r.fits = sim.report.fits_in_memory;
+      r.predicted_smi_peak_gib =
+          static_cast<double>(matching_peak(sim.report, PeakMetric{"nvidia-smi", false})) / kGiB;
+      r.predicted_peak_matching_gib = static_cast<double>(matching_peak(sim.report, peak_of[i])) / kGiB;
       if (r.measured_peak_gib > 0) {
         r.memory_error_pct =
-            100.0 * (r.predicted_peak_gib - r.measured_peak_gib) / r.measured_peak_gib;
+            100.0 * (r.predicted_peak_matching_gib - r.measured_peak_gib) / r.measured_peak_gib;
       }
+      r.fits = sim.report.fits_in_memory;
     } catch (const InputError& e) {
       r.skipped = true;
       r.skip_reason = e.what();

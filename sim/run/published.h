@@ -51,11 +51,17 @@ struct CaseResult {
   bool skipped = false;
   std::string skip_reason;
   double predicted_s = 0, measured_s = 0, error_pct = 0;  // error = (pred - meas) / meas
-  // Peak memory: predicted = the busiest rank's allocations (StepReport::memory.peak); measured 0
-  // when not published.
-  double predicted_peak_gib = 0, measured_peak_gib = 0, memory_error_pct = 0;
+  // Peak memory: measured 0 when not published. predicted_peak_gib is the busiest rank's
+  // allocations (StepReport::memory.peak); predicted_peak_matching_gib the prediction of the
+  // figure the source measured (measured.peak_memory_metric: "allocated", "reserved" or
+  // "nvidia-smi", of the busiest rank or, with measured.peak_memory_rank "0", of rank 0), and
+  // memory_error_pct its error (pred - meas) / meas.
+  double predicted_peak_gib = 0, measured_peak_gib = 0;
+  std::string peak_metric;
+  double predicted_peak_matching_gib = 0, memory_error_pct = 0;
+  double predicted_smi_peak_gib = 0;  // the busiest rank's nvidia-smi figure, what fits compares
   double gpu_memory_gib = 0;  // the GPU's memory in the case's cluster
-  bool fits = true;           // predicted peak <= GPU memory (simulated anyway: sim.allow_oom)
+  bool fits = true;           // predicted nvidia-smi peak <= GPU memory (simulated anyway: sim.allow_oom)
 };
 
 // Error over the simulated cases of one set or family.

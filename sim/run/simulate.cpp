@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 
 #include "sim/collective/alpha_beta.h"
 #include "sim/collective/flow_backend.h"
 #include "sim/collective/nccl_backend.h"
+#include "sim/collective/nccl_model.h"
 #include "sim/collective/whatif_comm.h"
 #include "sim/core/error.h"
 #include "sim/scenario/scenario.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/memory/memory_constants.h"
 
 namespace zerosim {
 namespace {
@@ -39,6 +42,53 @@ std::string gib(Bytes b) {
   return buf;
 }
 
+nccl::ModelOptions nccl_options(const Scenario& s) {
+  nccl::ModelOptions o;
+  o.launch_overhead_s = s.fitted.nccl_launch_overhead;
+  return o;
+}
+
+// NCCL's buffers on plan rank `rank`: for every communicator it runs collectives on (the plan's
+// DP, TP and DP sub-groups of two or more ranks), one connection's LL, LL128 and Simple buffers
+// per channel NCCL runs on (memory_constants.h; channels from zerosim's replay of NCCL's graph
+// search). A ring connects a send and a receive side on every channel; the receiver holds the LL
+// and LL128 buffers and, unless the sender reads over P2P, the Simple one, which the sender then
+// holds (NCCL src/transport/p2p.cc, p2pSendSetup / p2pRecvSetup): one connection's worth per rank
+// and channel. Not counted, so this is a lower bound: tree and NVLS connections, the device
+// copies a network sender keeps of LL128 and Simple (net.cc, sendProxyConnect), cuMem's 2 MiB
+// granularity (NCCL >= 2.19), the communicators the framework creates beside the plan's groups
+// (world, tied embeddings), and pipeline send/recv, whose buffers NCCL shares between peers
+// (sjeaugey on NVIDIA/nccl #1450).
+class NcclBuffers {
+ public:
+  NcclBuffers(const Scenario& s, const Plan& plan)
+      : plan_(plan), model_(s.cluster, nccl_options(s)),
+        collectives_(static_cast<std::size_t>(plan.num_groups()), false) {
+    for (const Collective& c : plan.collectives) {
+      if (c.kind != CollectiveKind::SendRecv) collectives_[c.group] = true;
+    }
+  }
+
+  Bytes of_rank(int rank) const {
+    Bytes bytes = 0;
+    for (int g = 0; g < plan_.num_groups(); ++g) {
+      if (!collectives_[g] || plan_.cost_size(g) < 2) continue;
+      const std::int32_t* first = plan_.group_members(g);
+      const std::int32_t* last = first + plan_.group_size(g);
+      if (std::find(first, last, rank) == last) continue;
+      const std::span<const std::int32_t> ranks(plan_.cost_members(g),
+                                                static_cast<std::size_t>(plan_.cost_size(g)));
+      bytes += model_.comm(ranks).comm_channels * kNcclConnectionBytes;
+    }
+    return bytes;
+  }
+
+ private:
+  const Plan& plan_;
+  nccl::NcclModel model_;
+  std::vector<bool> collectives_;  // per group: runs a collective other than send/recv
+};
+
 void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, StepReport& rep,
                  int ranks_per_stage) {
   std::vector<int> ranks;
@@ -48,15 +98,30 @@ void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, Ste
   std::vector<MemoryUsage> usage = replay_memory(plan, r, ranks, false);
   rep.memory = {};
   rep.memory_per_stage.assign(static_cast<std::size_t>(s.parallel.pp), MemoryUsage{});
+  std::vector<int> stage_rank(rep.memory_per_stage.size(), 0);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    MemoryUsage& stage = rep.memory_per_stage[ranks[i] / ranks_per_stage];
-    if (usage[i].peak > stage.peak) stage = usage[i];
+    const int st = ranks[i] / ranks_per_stage;
+    MemoryUsage& stage = rep.memory_per_stage[st];
+    if (usage[i].peak > stage.peak) {
+      stage = usage[i];
+      stage_rank[st] = ranks[i];
+    }
     if (i == 0 || usage[i].peak > rep.memory.peak) {
       rep.memory = std::move(usage[i]);
       rep.memory_rank = ranks[i];
     }
   }
-  rep.fits_in_memory = rep.memory.peak <= s.cluster.gpu.hbm_bytes;
+  // Outside the caching allocator: the CUDA context and NCCL's buffers.
+  const NcclBuffers nccl(s, plan);
+  rep.cuda_context_bytes = kCudaContextBytes;
+  rep.nccl_buffer_bytes = nccl.of_rank(rep.memory_rank);
+  rep.memory.outside_allocator = rep.cuda_context_bytes + rep.nccl_buffer_bytes;
+  rep.fits_in_memory = true;
+  for (std::size_t st = 0; st < rep.memory_per_stage.size(); ++st) {
+    MemoryUsage& u = rep.memory_per_stage[st];
+    u.outside_allocator = kCudaContextBytes + nccl.of_rank(stage_rank[st]);
+    rep.fits_in_memory = rep.fits_in_memory && u.nvidia_smi_peak() <= s.cluster.gpu.hbm_bytes;
+  }
 }
 
 // Host and NVMe tiers: a node holds gpus_per_node consecutive ranks, all of one pipeline stage
@@ -89,7 +154,10 @@ void check_fits(const Scenario& s, const StepReport& rep) {
                                    "; use more nodes, or pass --allow-oom");
   }
   if (rep.fits_in_memory) return;
-  throw InputError("memory", "peak " + gib(rep.memory.peak) + " per GPU exceeds the " +
+  Bytes need = 0;
+  for (const MemoryUsage& u : rep.memory_per_stage) need = std::max(need, u.nvidia_smi_peak());
+  throw InputError("memory", "peak " + gib(need) +
+                                 " per GPU (allocator, CUDA context and NCCL) exceeds the " +
                                  s.cluster.gpu.name + "'s " + gib(s.cluster.gpu.hbm_bytes) +
                                  "; lower training.micro_batch_size, raise zero.stage, set "
                                  "parallel.recompute, or pass --allow-oom to simulate anyway");
@@ -121,12 +189,6 @@ BackgroundJob background_job(const WhatIf& w) {
                                                                    : BackgroundJob::Pattern::Ring;
   job.load = w.background_load;
   return job;
-}
-
-nccl::ModelOptions nccl_options(const Scenario& s) {
-  nccl::ModelOptions o;
-  o.launch_overhead_s = s.fitted.nccl_launch_overhead;
-  return o;
 }
 
 // Plays the plan on the scenario's network backend with its what-ifs applied.

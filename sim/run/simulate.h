@@ -31,9 +31,12 @@ struct StepReport {
   double tflops_per_gpu = 0;  // model FLOPs (no recomputation) per GPU per second / 1e12
   double mfu = 0;
   StepBreakdown breakdown;
-  MemoryUsage memory;  // of the rank with the highest peak
+  MemoryUsage memory;  // of the rank with the highest (allocated) peak
   int memory_rank = 0;
   std::vector<MemoryUsage> memory_per_stage;  // per pipeline stage: its rank with the highest peak
+  // memory.outside_allocator: the CUDA context and NCCL's buffers of memory_rank.
+  Bytes cuda_context_bytes = 0, nccl_buffer_bytes = 0;
+  // Every stage's nvidia-smi peak (reserved + outside the allocator) within the GPU's memory.
   bool fits_in_memory = true;
   // Offload tiers, per node: what the node's ranks keep in host memory and on NVMe.
   Bytes host_memory_per_node = 0, nvme_bytes_per_node = 0;

@@ -4,7 +4,7 @@
 //   - the members of a collective start together and end together;
 //   - simulated time never goes backwards (completion order has non-decreasing end times);
 //   - every rank's memory per category never goes negative, every temporary is freed, and what
-//     is left at the end is the model states + the CUDA context + the persistent buffers;
+//     is left at the end is the model states + the cuBLAS workspace + the persistent buffers;
 //   - bytes are conserved in every collective and send/recv (derived per ring position below);
 //   - the engine is deterministic (two runs, same start/end of every op, same fingerprint);
 //   - on a real cluster topology, no link of the flow network carries more than its capacity.
@@ -18,7 +18,7 @@
 
 #include "sim/cluster/topology.h"
 #include "sim/core/error.h"
-#include "sim/memory/memory_constants.h"
+#include "sim/cluster/gpu_generation.h"
 #include "sim/net/flow_network.h"
 #include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
@@ -226,11 +226,12 @@ void check_memory(const Scenario& s, const TrainingPlan& tp, const EngineResult&
                   const std::string& where) {
   const Plan& plan = tp.plan;
   // What a rank may still hold when the step ends (DeepSpeed / PyTorch / Megatron keep these
-  // between steps): model states and the CUDA context always; with ZeRO-0, DDP's bucket buffers
-  // (when it reduces after the last backward); with ZeRO-3, the contiguous IPG buffer of
-  // reduce_bucket_size 16-bit elements and the persistent (always gathered) parameters.
-  std::set<std::string> persistent = {"params", "grads", "optimizer_states", "cuda_context"};
-  if (s.zero.stage == 0) persistent.insert("ddp_buckets");
+  // between steps): model states and the cuBLAS workspace always; DDP's bucket buffers (at ZeRO-0
+  // when it reduces after the last backward, and under nanotron whenever DP > 1); with ZeRO-3,
+  // the contiguous IPG buffer of reduce_bucket_size 16-bit elements and the persistent (always
+  // gathered) parameters.
+  std::set<std::string> persistent = {"params", "grads", "optimizer_states", "cublas_workspace",
+                                      "ddp_buckets"};
   if (s.zero.stage == 3) {
     persistent.insert("persistent params");
     if (s.zero.contiguous_gradients) persistent.insert("ipg_buffer");
@@ -284,8 +285,9 @@ void check_memory(const Scenario& s, const TrainingPlan& tp, const EngineResult&
     EXPECT_EQ(get("grads", MemCategory::Grads), ms.grads) << where << " rank " << rank;
     EXPECT_EQ(get("optimizer_states", MemCategory::OptimizerStates), ms.optimizer_states)
         << where << " rank " << rank;
-    EXPECT_EQ(get("cuda_context", MemCategory::Buffers), kCudaContextBytes) << where;
-    EXPECT_EQ(end, ms.params + ms.grads + ms.optimizer_states + kCudaContextBytes + buffers)
+    const Bytes workspace = generation_constants(s.cluster.gpu.generation).cublas_workspace_bytes;
+    EXPECT_EQ(get("cublas_workspace", MemCategory::Buffers), workspace) << where;
+    EXPECT_EQ(end, ms.params + ms.grads + ms.optimizer_states + workspace + buffers)
         << where << " rank " << rank;
     EXPECT_EQ(usage[rank].end, end) << where << " rank " << rank;
     EXPECT_GE(usage[rank].peak, usage[rank].end) << where;

@@ -53,8 +53,9 @@ void check_timeline(const TrainingPlan& tp, const EngineResult& r,
 // (attention, MLP), head), every gradient in one bucket (Φ = 172288 < reduce_bucket_size 5e8).
 // DeepSpeed's order on each rank, all on the compute stream (no overlap_comm: average_tensor
 // runs on the current stream):
-//   model states and context allocated at start;
-//   forward: embedding, then per layer [alloc activations] attention, MLP; [alloc logits] head;
+//   model states and the cuBLAS workspace allocated at start;
+//   forward: embedding, then per layer [alloc activations] attention, MLP; [alloc logits and the
+//   loss's forward temporaries] head [free the temporaries]; the head's backward has its own;
 //   backward in reverse; stage 2 hooks: each unit's param.grad exists from its backward until
 //   the hook copies it into the IPG bucket;
 //   epilogue: the bucket is all-reduced (use_multi_rank_bucket_allreduce);
@@ -73,7 +74,7 @@ TEST(parallelTimeline, Zero2WithoutOverlapOneMicroBatch) {
       {"alloc params", 0, 0, 0, 0},
       {"alloc grads", 0, 0, 0, 0},
       {"alloc optimizer_states", 0, 0, 0, 0},
-      {"alloc cuda_context", 0, 0, 0, 0},
+      {"alloc cublas_workspace", 0, 0, 0, 0},
       {"fwd embedding mb0", 0, 1, 0, 2},
       {"alloc activations", 1, 1, 2, 2},
       {"fwd attention L0 mb0", 1, 3, 2, 6},
@@ -82,10 +83,14 @@ TEST(parallelTimeline, Zero2WithoutOverlapOneMicroBatch) {
       {"fwd attention L1 mb0", 6, 8, 12, 16},
       {"fwd mlp L1 mb0", 8, 11, 16, 22},
       {"alloc logits", 11, 11, 22, 22},
+      {"alloc loss forward temporaries", 11, 11, 22, 22},
       {"fwd head mb0", 11, 15, 22, 30},
+      {"free loss forward temporaries", 15, 15, 30, 30},
       {"alloc param.grad head", 15, 15, 30, 30},
+      {"alloc loss backward temporaries", 15, 15, 30, 30},
       {"bwd head mb0", 15, 23, 30, 46},
       {"free logits", 23, 23, 46, 46},
+      {"free loss backward temporaries", 23, 23, 46, 46},
       {"free param.grad head", 23, 23, 46, 46},
       {"alloc param.grad mlp", 23, 23, 46, 46},
       {"bwd mlp L1 mb0", 23, 29, 46, 58},
@@ -130,7 +135,7 @@ TEST(parallelTimeline, Zero1WithoutOverlapTwoMicroBatches) {
       {"alloc params", 0, 0, 0, 0},
       {"alloc grads", 0, 0, 0, 0},
       {"alloc optimizer_states", 0, 0, 0, 0},
-      {"alloc cuda_context", 0, 0, 0, 0},
+      {"alloc cublas_workspace", 0, 0, 0, 0},
       // micro-batch 0
       {"fwd embedding mb0", 0, 1, 0, 2},
       {"alloc activations", 1, 1, 2, 2},
@@ -140,9 +145,13 @@ TEST(parallelTimeline, Zero1WithoutOverlapTwoMicroBatches) {
       {"fwd attention L1 mb0", 6, 8, 12, 16},
       {"fwd mlp L1 mb0", 8, 11, 16, 22},
       {"alloc logits", 11, 11, 22, 22},
+      {"alloc loss forward temporaries", 11, 11, 22, 22},
       {"fwd head mb0", 11, 15, 22, 30},
+      {"free loss forward temporaries", 15, 15, 30, 30},
+      {"alloc loss backward temporaries", 15, 15, 30, 30},
       {"bwd head mb0", 15, 23, 30, 46},
       {"free logits", 23, 23, 46, 46},
+      {"free loss backward temporaries", 23, 23, 46, 46},
       {"bwd mlp L1 mb0", 23, 29, 46, 58},
       {"bwd attention L1 mb0", 29, 33, 58, 66},
       {"free activations", 33, 33, 66, 66},
@@ -159,9 +168,13 @@ TEST(parallelTimeline, Zero1WithoutOverlapTwoMicroBatches) {
       {"fwd attention L1 mb1", 51, 53, 102, 106},
       {"fwd mlp L1 mb1", 53, 56, 106, 112},
       {"alloc logits", 56, 56, 112, 112},
+      {"alloc loss forward temporaries", 56, 56, 112, 112},
       {"fwd head mb1", 56, 60, 112, 120},
+      {"free loss forward temporaries", 60, 60, 120, 120},
+      {"alloc loss backward temporaries", 60, 60, 120, 120},
       {"bwd head mb1", 60, 68, 120, 136},
       {"free logits", 68, 68, 136, 136},
+      {"free loss backward temporaries", 68, 68, 136, 136},
       {"bwd mlp L1 mb1", 68, 74, 136, 148},
       {"bwd attention L1 mb1", 74, 78, 148, 156},
       {"free activations", 78, 78, 156, 156},

@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
-#include "sim/memory/memory_constants.h"
 #include "sim/run/simulate.h"
+#include "sim/cluster/gpu_generation.h"
 #include "sim/scenario/scenario.h"
 #include "tests/parallel/common.h"
 
@@ -78,9 +78,13 @@ json random_scenario(std::mt19937& rng) {
 // "alloc X" / "free X" -> "X".
 std::string object_of(const std::string& op_name) { return op_name.substr(op_name.find(' ') + 1); }
 
+// The cuBLAS workspace PyTorch allocates for the compute stream: 8.125 MiB before Hopper
+// (CublasHandlePool.cpp; the tests' dgx-a100-80gb is Ampere).
+constexpr Bytes kAmpereWorkspace = 2 * 4096 * 1024 + 8 * 16 * 1024;
+
 // What a rank holds between steps (DeepSpeed / PyTorch DDP):
 //   model states (16-bit params, 16-bit grads, fp32 optimizer states, partitioned by stage),
-//   the CUDA/NCCL context (memory_constants.h),
+//   the cuBLAS workspace,
 //   stage 0: DDP's bucket buffers, a second 16-bit copy of every gradient (2Φ),
 //   stage 3 with contiguous_gradients: the flat IPG buffer of reduce_bucket_size 16-bit elements.
 Bytes between_steps(const Scenario& s, const TrainingPlan& tp) {
@@ -89,14 +93,15 @@ Bytes between_steps(const Scenario& s, const TrainingPlan& tp) {
   const std::int64_t part = (phi + n - 1) / n;  // DeepSpeed pads partitions to ceil(Φ/N)
   const int stage = s.zero.stage;
   Bytes b = 2 * (stage == 3 ? part : phi) + 2 * (stage >= 2 ? part : phi) +
-            12 * (stage >= 1 ? part : phi) + kCudaContextBytes;
+            12 * (stage >= 1 ? part : phi) +
+            generation_constants(s.cluster.gpu.generation).cublas_workspace_bytes;
   if (stage == 0) b += 2 * phi;
   if (stage == 3 && s.zero.contiguous_gradients) b += 2 * s.zero.reduce_bucket_size;
   return b;
 }
 
 std::set<std::string> persistent_objects(const Scenario& s) {
-  std::set<std::string> p = {"params", "grads", "optimizer_states", "cuda_context"};
+  std::set<std::string> p = {"params", "grads", "optimizer_states", "cublas_workspace"};
   if (s.zero.stage == 0) p.insert("ddp_buckets");
   if (s.zero.stage == 3) p.insert("ipg_buffer");
   return p;
@@ -203,7 +208,7 @@ TEST(reportMemoryTimeline, Stage3PrefetchIntoBackwardIsReleased) {
   // stage3_max_reuse_distance = 0 (nothing kept from forward to backward) and a prefetch
   // bucket of 20000 elements: the pre-hooks at the end of the forward already prefetch the
   // first backward uses (the units of 16768 and 33216 elements), which is where the leak shows.
-  //   end = 16Φ/N + 1 GiB context + 2 * reduce_bucket_size (IPG buffer), Φ = 172288, N = 2.
+  //   end = 16Φ/N + cuBLAS workspace + 2 * reduce_bucket_size (IPG buffer), Φ = 172288, N = 2.
   json doc = {{"model", testing_plan::tiny_model()},
               {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
               {"training", {{"micro_batch_size", 1}}},
@@ -219,7 +224,7 @@ TEST(reportMemoryTimeline, Stage3PrefetchIntoBackwardIsReleased) {
   Simulation sim = simulate_step(s);
   for (int rank = 0; rank < 2; ++rank) {
     MemoryUsage u = replay_memory(sim.plan.plan, sim.result, rank, false);
-    EXPECT_EQ(u.end, 16 * phi / n + kCudaContextBytes + 2 * 20000) << "rank " << rank;
+    EXPECT_EQ(u.end, 16 * phi / n + kAmpereWorkspace + 2 * 20000) << "rank " << rank;
   }
   // And every backward compute starts only after the gather of its unit has ended: each
   // "bwd <unit>" op starts at or after the end of the latest "gather(bwd) <unit>" before it.
@@ -245,7 +250,7 @@ TEST(reportMemoryTimeline, Stage3PersistentParametersStayGathered) {
   // their full 16-bit copy (2 bytes each) besides its partition, between steps too. In the tiny
   // model every parameter tensor (the largest is the 1000 x 64 token table, 64000) is below the
   // default threshold of 100000, so all Φ = 172288 parameters persist:
-  //   end = 16Φ/N + 1 GiB context + 2 * reduce_bucket_size (IPG buffer) + 2Φ.
+  //   end = 16Φ/N + cuBLAS workspace + 2 * reduce_bucket_size (IPG buffer) + 2Φ.
   json doc = {{"model", testing_plan::tiny_model()},
               {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
               {"training", {{"micro_batch_size", 1}}},
@@ -255,7 +260,7 @@ TEST(reportMemoryTimeline, Stage3PersistentParametersStayGathered) {
   const std::int64_t phi = 172288, n = 2;
   StepReport r = memory_report(s);
   EXPECT_EQ(r.memory.end,
-            16 * phi / n + kCudaContextBytes + 2 * s.zero.reduce_bucket_size + 2 * phi);
+            16 * phi / n + kAmpereWorkspace + 2 * s.zero.reduce_bucket_size + 2 * phi);
 }
 
 }  // namespace
