@@ -1,7 +1,9 @@
 // `zerosim calibrate`'s refits against independent truth: the gemm_sustained argmin against a
 // brute-force pass of validate_published over the same grid, the NCCL launch refit against the
 // measurement file read here and the figures fitted_constants.h declares, and the grid parser's
-// refusals. The full declared grid (26 values) is not searched here: see the last test's note.
+// refusals. The declared grid over the whole calibration set is not searched here (26 x 16
+// simulations); `zerosim calibrate` prints it, and it does not give the shipped 0.85 (0.89,
+// docs/VALIDATION.md#refitting-the-declared-constants).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,14 +38,27 @@ double calibration_mape(const json& calibration_cases, const std::string& value)
 TEST(reportCalibrate, GemmRefitIsTheBruteForceArgminOnAShortGrid) {
   const GemmGrid grid = parse_gemm_grid("0.80:0.90:0.05");
   ASSERT_EQ(grid.hundredths(), (std::vector<int>{80, 85, 90}));
-  const GemmRefit fit = search_gemm_sustained(bundled_cases(), grid, 2);
-
-  CaseSelection cal;
-  cal.split = "calibration";
-  const json cases = select_cases(bundled_cases(), cal);
-  // Only calibration families: split.json names megatron-sc21 alone.
-  for (const auto& c : cases["cases"]) EXPECT_EQ(c["family"], "megatron-sc21") << c["id"];
-  ASSERT_GE(cases["cases"].size(), 10u);
+  // The three smallest SC21 Table 1 runs (32-128 GPUs) and one evaluation case, which the
+  // search must leave out: the whole calibration set takes ~40 s in Release on a shared machine,
+  // far too long under ASan.
+  json doc = {{"format", "zerosim-published-cases/1"}, {"cases", json::array()}};
+  json cases = doc;
+  bool evaluation_added = false;
+  const json bundled = bundled_cases();
+  for (const auto& c : bundled["cases"]) {
+    const std::string id = c["id"];
+    if (id == "megatron-sc21-t1-1.7B" || id == "megatron-sc21-t1-3.6B" ||
+        id == "megatron-sc21-t1-7.5B") {
+      doc["cases"].push_back(c);
+      cases["cases"].push_back(c);
+    } else if (c["family"] == "torchtitan" && !evaluation_added) {
+      doc["cases"].push_back(c);
+      evaluation_added = true;
+    }
+  }
+  ASSERT_EQ(cases["cases"].size(), 3u);
+  ASSERT_EQ(doc["cases"].size(), 4u);
+  const GemmRefit fit = search_gemm_sustained(doc, grid, 2);
   const std::vector<std::string> values = {"0.80", "0.85", "0.90"};
   std::vector<double> brute;
   for (const auto& v : values) brute.push_back(calibration_mape(cases, v));
