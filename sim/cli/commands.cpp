@@ -14,6 +14,7 @@
 #include "sim/core/error.h"
 #include "sim/report/plan_export.h"
 #include "sim/input/json_input.h"
+#include "sim/report/calibrate_report.h"
 #include "sim/report/published_report.h"
 #include "sim/report/report.h"
 #include "sim/run/bench.h"
@@ -260,6 +261,42 @@ int cmd_validate_published(const std::vector<std::string>& args) {
   json_file.commit();
   md_file.commit();
   if (json_out != "-") std::cout << published_text(summary);
+  return 0;
+}
+
+int cmd_calibrate(const std::vector<std::string>& args) {
+  std::string json_out, grid = "0.70:0.95:0.01";
+  CalibrateOptions opt;
+  bool help = false;
+  po::options_description all("calibrate");
+  all.add_options()("jobs,j", po::value(&opt.jobs),
+                    "cases simulated at once (default: the hardware's threads)")(
+      "grid", po::value(&grid)->default_value(grid),
+      "fitted.gemm_sustained values tried, LO:HI:STEP (two decimals at most)")(
+      "with-vtrain", po::bool_switch(&opt.with_vtrain),
+      "add the vtrain family (1,549 runs) to the evaluation set")(
+      "json", po::value(&json_out), "write the results as JSON to FILE (- = stdout)")(
+      "help,h", po::bool_switch(&help), "this help");
+  parse(args, all, {});
+  if (help) {
+    std::cout << "usage: zerosim calibrate [--grid LO:HI:STEP] [--with-vtrain] [--json FILE] "
+                 "[--jobs N]\n\n"
+                 "Refits the constants of sim/fitted/fitted_constants.h by their stated methods: "
+                 "fitted.gemm_sustained on the calibration set (validate/cases/split.json, "
+                 "analytical network), fitted.nccl_launch_overhead on "
+                 "validate/measurements/collectives.json; reports the evaluation set's error at "
+                 "the shipped and the refit value. Changes nothing.\n\n"
+              << all;
+    return 0;
+  }
+  // Every input is checked before the first simulation, so bad input prints nothing else.
+  if (opt.jobs < 0) throw InputError("--jobs", "must be at least 1, got " + std::to_string(opt.jobs));
+  opt.grid = parse_gemm_grid(grid);
+  const CalibrateResult result = calibrate(opt);
+  PendingOutput json_file(json_out);
+  if (!json_out.empty()) json_file.write(calibrate_json(result).dump(2) + "\n");
+  json_file.commit();
+  if (json_out != "-") std::cout << calibrate_text(result);
   return 0;
 }
 

@@ -9,6 +9,7 @@ namespace zerosim::cli {
 int cmd_simulate(const std::vector<std::string>& args, bool memory_only);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_validate_published(const std::vector<std::string>& args);
+int cmd_calibrate(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 

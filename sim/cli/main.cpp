@@ -20,6 +20,7 @@ const char* kUsage =
     "  plan     [SCENARIO.json] --out F   export the op list of one or every rank (JSON)\n"
     "  collective --collective K -b -e .. nccl-tests' flags and table, predicted (NCCL model)\n"
     "  validate-published [--cases F]     simulate published runs, predicted vs measured\n"
+    "  calibrate [--grid LO:HI:STEP]      refit the fitted constants, evaluation error before/after\n"
     "  sweep    [SCENARIO.json] --vary ..  cross product of keys to CSV/JSON (mpirun splits)\n"
     "  search   --model M --cluster C ... fastest tp/pp/dp/ZeRO/micro-batch layout, ranked\n"
     "  list     models|clusters|keys      what the scenario can name\n"
@@ -44,12 +45,13 @@ int main(int argc, char** argv) {
     if (command == "plan") return zerosim::cli::cmd_plan(args);
     if (command == "collective") return zerosim::cli::run_collective_command(args);
     if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
+    if (command == "calibrate") return zerosim::cli::cmd_calibrate(args);
     if (command == "bench") return zerosim::cli::cmd_bench(args);
     if (command == "sweep") return zerosim::cli::cmd_sweep(args);
     if (command == "search") return zerosim::cli::cmd_search(args);
     std::cerr << "zerosim: error: unknown command '" << command << "'"
-              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "collective", "validate-published", "list", "bench", "sweep", "search"})
-              << "; commands: simulate, memory, plan, collective, validate-published, list, bench, sweep, search\n";
+              << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "collective", "validate-published", "calibrate", "list", "bench", "sweep", "search"})
+              << "; commands: simulate, memory, plan, collective, validate-published, calibrate, list, bench, sweep, search\n";
     return 2;
   } catch (const zerosim::InputError& e) {
     std::cerr << "zerosim: error: " << e.what() << "\n";

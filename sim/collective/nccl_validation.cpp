@@ -102,6 +102,21 @@ double num(const json& v) {
   return 0;
 }
 
+// A row's measured time in us: its time_us, else size / algbw (torch benchmarks give no time);
+// 0 when it has neither.
+double row_time_us(const json& row, long long bytes) {
+  double t = row.contains("time_us") ? num(row["time_us"]) : 0;
+  if (t <= 0 && row.contains("algbw_GBps")) {
+    t = static_cast<double>(bytes) / (num(row["algbw_GBps"]) * 1e3);
+  }
+  return t;
+}
+
+// The setups of the two one-node all-reduce curves, shared by their handlers and by
+// launch_fit_points() so that the launch overhead is fitted on exactly the model validated here.
+Setup a100_1node_setup() { return Setup{"dgx-a100-80gb", 8}; }
+Setup h200_1node_setup() { return Setup{"dgx-h200", 8, "2.27.7"}; }
+
 class Builder {
  public:
   explicit Builder(ValidationReport& r) : r_(r) {}
@@ -142,11 +157,8 @@ class Builder {
       if (bytes <= 0) continue;
       Run x = run(s, kind, bytes);
       const double factor = bus_factor(kind, s.gpus);
-      double t_meas = row.contains("time_us") ? num(row["time_us"]) : 0;
+      double t_meas = row_time_us(row, bytes);
       double bus_meas = row.contains("busbw_GBps") ? num(row["busbw_GBps"]) : 0;
-      if (t_meas <= 0 && row.contains("algbw_GBps")) {
-        t_meas = static_cast<double>(bytes) / (num(row["algbw_GBps"]) * 1e3);
-      }
       if (bus_meas <= 0 && t_meas > 0) bus_meas = bytes / (t_meas * 1e3) * factor;
       if (bytes <= 64 * kKiB && t_meas > 0) {
         point(curve, s, x, bytes, "time_us", t_meas, x.p.seconds * 1e6, kTimeBound * scale);
@@ -201,7 +213,7 @@ std::map<std::string, Handler> handlers() {
   std::map<std::string, Handler> h;
 
   h["dgx-a100-1node-allreduce-nccltests"] = [](const json& c, Builder& b) {
-    Setup s{"dgx-a100-80gb", 8};
+    Setup s = a100_1node_setup();
     // The run's 128 and 256 MiB points sit below their neighbours: between 64 and 128 MiB the
     // measured time grows at 182 GB/s bus bandwidth and between 256 and 512 MiB at 261 GB/s, above
     // the curve's own 235 GB/s plateau, so both points are slow outliers of this run. They are
@@ -215,7 +227,7 @@ std::map<std::string, Handler> handlers() {
              "collectives). NCCL version unstated: the preset's 2.8, i.e. the 2.18 table.");
   };
   h["h200-1node-allreduce-torchbench-nvls"] = [](const json& c, Builder& b) {
-    Setup s{"dgx-h200", 8, "2.27.7"};
+    Setup s = h200_1node_setup();
     b.sweep(c["id"], s, CollectiveKind::AllReduce, c["data"], false);
     b.status(c["id"], true, s.preset, "8x H200 NVSwitch gen3 with NVLS; NCCL 2.27.7 from the tool "
                                       "string; time = size / algbw.");
@@ -456,6 +468,34 @@ ValidationReport validate_collectives(const json& doc) {
     }
   }
   return report;
+}
+
+std::vector<LaunchFitPoint> launch_fit_points(const json& doc, long long bytes) {
+  if (!doc.is_array()) throw InputError("validate", "expected a JSON list of curves");
+  // In fitted_constants.h's order: 8x A100 nccl-tests, then 8x H200 torch.
+  const std::pair<const char*, Setup> curves[] = {
+      {"dgx-a100-1node-allreduce-nccltests", a100_1node_setup()},
+      {"h200-1node-allreduce-torchbench-nvls", h200_1node_setup()}};
+  std::vector<LaunchFitPoint> out;
+  for (const auto& [id, setup] : curves) {
+    const json* row = nullptr;
+    for (const json& curve : doc) {
+      if (!curve.is_object() || curve.value("id", std::string()) != id) continue;
+      if (!curve.contains("data") || !curve["data"].is_array()) break;
+      for (const json& r : curve["data"]) {
+        if (row_bytes(r, id) == bytes) row = &r;
+      }
+    }
+    const std::string where = std::string("validate.") + id;
+    if (!row) throw InputError(where, "no point at " + std::to_string(bytes) + " bytes");
+    const double measured = row_time_us(*row, bytes);
+    if (!(measured > 0)) throw InputError(where, "no time or algbw at " + std::to_string(bytes) + " bytes");
+    Setup s = setup;
+    s.launch = false;  // the term being fitted
+    const Run x = run(s, CollectiveKind::AllReduce, bytes);
+    out.push_back({id, x.setup, bytes, measured, x.p.seconds * 1e6});
+  }
+  return out;
 }
 
 std::string validation_markdown(const ValidationReport& r) {

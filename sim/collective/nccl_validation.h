@@ -50,6 +50,18 @@ struct ValidationReport {
   int failed() const;
 };
 
+// One point the NCCL launch overhead (sim/fitted/fitted_constants.h, kNcclLaunchOverhead) is
+// fitted on: a one-node all-reduce curve's measured time at `bytes` and zerosim's prediction in
+// the setup validate_collectives() gives that curve, with the launch term off.
+struct LaunchFitPoint {
+  std::string curve, setup;
+  long long bytes = 0;
+  double measured_us = 0, model_us = 0;
+};
+// The two curves kNcclLaunchOverhead names (8x A100 nccl-tests, 8x H200 torch), in that order.
+// InputError (key "validate.<curve id>") when `doc` lacks one of them or its point at `bytes`.
+std::vector<LaunchFitPoint> launch_fit_points(const nlohmann::json& doc, long long bytes);
+
 // Throws InputError (key "validate") when `doc` is not a list of curves.
 ValidationReport validate_collectives(const nlohmann::json& doc);
 std::string validation_markdown(const ValidationReport& report);

@@ -385,3 +385,22 @@ TEST(cliOutput, MemoryCommandReportsWithoutTiming) {
 }
 
 }  // namespace
+
+// `zerosim calibrate` checks --grid before it simulates anything: a bad grid is one line naming
+// the flag and what it allows, exit 2, nothing on stdout and no --json file.
+TEST(cliCalibrate, BadGridExitsTwoBeforeAnyOutput) {
+  CliDir dir;
+  for (const char* grid : {"0.95:0.70:0.01", "0.70:0.95", "0.70:0.95:0", "0.7:0.9:0.005",
+                           "0.70:1.50:0.05", "x"}) {
+    RunResult r = dir.run(std::string("calibrate --grid ") + grid + " --json out.json");
+    EXPECT_EQ(r.status, 2) << grid << "\nstderr: " << r.err;
+    EXPECT_EQ(r.out, "") << grid;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_NE(r.err.find("--grid"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("LO:HI:STEP"), std::string::npos) << r.err;
+    EXPECT_TRUE(dir.created().empty()) << grid;
+  }
+  RunResult j = dir.run("calibrate --jobs -1");
+  EXPECT_EQ(j.status, 2);
+  EXPECT_NE(j.err.find("--jobs"), std::string::npos) << j.err;
+}
