@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "tests/common/json_table.h"
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -19,7 +21,8 @@
 namespace zerosim::fingerprints {
 
 // ordered_json so that a rewrite keeps the table's key order (small diffs in review).
-using table_json = nlohmann::ordered_json;
+using testing_tables::read_table;
+using testing_tables::table_json;
 
 struct Pinned {
   std::string fingerprint;  // 16 lower-case hex digits, as `zerosim simulate --fingerprint`
@@ -45,13 +48,6 @@ inline std::string default_table_path() {
   return std::string(ZEROSIM_SOURCE_DIR) + "/tests/fingerprints/fingerprints.json";
 }
 
-inline table_json read_table(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return table_json::parse(text.str());
-}
 
 inline std::vector<Entry> entries_of(const table_json& table) {
   std::vector<Entry> out;

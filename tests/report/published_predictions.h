@@ -18,12 +18,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/common/json_table.h"
+
 #include "sim/run/published.h"
 
 namespace zerosim::pinned {
 
 // ordered_json: the cases stay in the bundled order, so a rewrite gives a small diff.
-using table_json = nlohmann::ordered_json;
+using testing_tables::read_table;
+using testing_tables::table_json;
 
 inline const std::vector<std::string>& run_names() {
   static const std::vector<std::string> names = {"analytical", "flow"};
@@ -64,13 +67,6 @@ inline std::string default_path() {
   return std::string(ZEROSIM_SOURCE_DIR) + "/tests/report/published_predictions.json";
 }
 
-inline table_json read_table(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return table_json::parse(text.str());
-}
 
 // One case per line: a changed prediction is one changed line in review.
 inline std::string render(const table_json& table) {
