@@ -97,7 +97,9 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
                      hbm_bytes_per_s_) +
           c_.kernel_overhead_s * 4;
     } else {
-      t = block_seconds(work.kind);
+      // The GPU cannot run a block faster than the host dispatches its ops (eager PyTorch).
+      t = std::max(block_seconds(work.kind),
+                   c_.host_op_s * static_cast<double>(work.host_ops));
     }
     seconds_[w] = t;
     picos_[w] = seconds_to_ps(t);

@@ -76,6 +76,8 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
   // multi-tensor kernel with no temporaries of its own.
   p.memory.step_bytes_per_element = zs == 0 ? 4 : 6;
   p.memory.step_per_subgroup = zs == 3;
+  // The models DeepSpeed runs here are Megatron-DeepSpeed's (above).
+  p.host = megatron_gpt_layer_host_ops();
   return p;
 }
 

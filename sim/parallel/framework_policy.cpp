@@ -73,4 +73,29 @@ ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas) {
   return with_replicas;
 }
 
+// Counted from microsoft/Megatron-DeepSpeed f01c9e6e (2023-06-30, the last commit before its
+// rebase onto Megatron-LM; megatron/model/transformer.py ParallelTransformerLayer and
+// ParallelAttention, mpu/layers.py, mpu/mappings.py, fused_layer_norm.py, fused_softmax.py,
+// fused_bias_gelu.py) with DeepSpeed 0.9.5's CheckpointFunction, for a GPT layer with fused
+// kernels, no flash attention and no sequence parallelism: the ops that reach PyTorch's
+// dispatcher (views included, as each is a dispatch) per pass. Forward: attention half 41 (layer
+// norm, QKV linear, split and views, baddbmm, fused masked softmax, RNG fork, dropout, bmm,
+// permute and copy, dense linear, bias-dropout-add), MLP half 25 (layer norm, two
+// torch.tensor(0.0, device=...) that synchronize the stream, two linears, bias-GeLU,
+// bias-dropout-add); backward, the autograd nodes' ops and the AccumulateGrad nodes: attention
+// 65, MLP 36; a checkpointed layer adds 8 (detach, RNG state reads and writes) and its
+// recomputed forward. Counted at TP 1; TP > 1 adds one all-reduce per half and pass, which is a
+// collective of its own. Uncertain by about 15 % (how a PyTorch version splits F.linear, the
+// TorchScript fusions): docs/SOURCES.md#host-dispatch. Other layer types (RMSNorm, SwiGLU,
+// rotary) get the same counts: ASSUMPTION, not counted.
+HostPolicy megatron_gpt_layer_host_ops() {
+  HostPolicy h;
+  h.attention_forward_ops = 41;
+  h.mlp_forward_ops = 25;
+  h.attention_backward_ops = 65;
+  h.mlp_backward_ops = 36;
+  h.checkpoint_ops_per_layer = 8;
+  return h;
+}
+
 }  // namespace zerosim::plan_detail

@@ -107,10 +107,24 @@ struct MemoryPolicy {
   bool flat_param_gather = false;
 };
 
+// What the host dispatches in eager PyTorch for one pass over a layer block: every op the
+// framework's Python issues (a kernel launch, a view, an allocation, a collective call), each a
+// trip through PyTorch's dispatcher that the GPU cannot run ahead of. A block pass then takes at
+// least its ops x the host time per op (sim/cost/compute_cost.h, host_op_s). 0: not counted for
+// the framework's model code, the GPU time stands alone.
+struct HostPolicy {
+  int attention_forward_ops = 0, mlp_forward_ops = 0;
+  int attention_backward_ops = 0, mlp_backward_ops = 0;
+  // Activation checkpointing's own ops per checkpointed layer (saving and restoring the RNG
+  // states, detaching the inputs), dispatched in the backward before the recomputed forward.
+  int checkpoint_ops_per_layer = 0;
+};
+
 struct FrameworkPolicy {
   GradientPolicy grads;
   ParameterPolicy params;
   MemoryPolicy memory;
+  HostPolicy host;
 };
 
 // The policy of the scenario's framework for pipeline stage `stage`.
@@ -129,5 +143,8 @@ std::int64_t megatron_bucket_elements(const Scenario& s);
 bool gathers_partitions_after_step(const Scenario& s);
 // With hybrid sharding, how replicas combine (None without replica groups).
 ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas);
+// The ops Megatron-DeepSpeed's GPT layer dispatches in eager PyTorch (the model code Megatron
+// and DeepSpeed runs share here).
+HostPolicy megatron_gpt_layer_host_ops();
 
 }  // namespace zerosim::plan_detail

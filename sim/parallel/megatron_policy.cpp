@@ -48,6 +48,7 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   // element; the Megatron-LM README counts it: fp16 params and grads take 20 bytes per parameter,
   // 4 + 16/d with the distributed optimizer). Apex/TE FusedAdam keeps no temporaries.
   p.memory.step_bytes_per_element = s.training.precision == Precision::Bf16 ? 0 : 4;
+  p.host = megatron_gpt_layer_host_ops();
   return p;
 }
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "sim/parallel/framework_policy.h"
 #include "sim/parallel/layout.h"
 #include "sim/parallel/rank_groups.h"
 #include "sim/parallel/stage_builder.h"
@@ -26,16 +27,40 @@ double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
   return 0;
 }
 
+namespace {
+
+// The host's ops for one pass over a block of kind k. Full recomputation replays the forward
+// inside the backward, after the checkpoint's own ops (Megatron checkpoints a whole layer; its
+// backward starts with the MLP block's). Selective recomputation replays only the attention
+// core, whose ops are not counted apart: it adds none here.
+std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h, WorkKind k) {
+  const bool full = s.parallel.recompute == Recompute::Full;
+  switch (k) {
+    case WorkKind::AttentionForward: return h.attention_forward_ops;
+    case WorkKind::MlpForward: return h.mlp_forward_ops;
+    case WorkKind::AttentionBackward:
+      return h.attention_backward_ops + (full ? h.attention_forward_ops : 0);
+    case WorkKind::MlpBackward:
+      return h.mlp_backward_ops + (full ? h.mlp_forward_ops + h.checkpoint_ops_per_layer : 0);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
 TrainingPlan build_training_plan(const Scenario& s, bool fold) {
   using namespace plan_detail;
   TrainingPlan out;
   // One Work per layer-block kind, shared by every op of that kind.
   std::int32_t work_of[static_cast<int>(WorkKind::HeadBackward) + 1] = {};
+  const HostPolicy host = framework_policy(s, 0).host;
   for (auto k : {WorkKind::EmbedForward, WorkKind::EmbedBackward, WorkKind::AttentionForward,
                  WorkKind::AttentionBackward, WorkKind::MlpForward, WorkKind::MlpBackward,
                  WorkKind::HeadForward, WorkKind::HeadBackward}) {
     work_of[static_cast<int>(k)] = static_cast<std::int32_t>(out.works.size());
-    out.works.push_back({k, 0});
+    Work w{k, 0};
+    w.host_ops = block_host_ops(s, host, k);
+    out.works.push_back(w);
   }
   std::map<std::string, std::int32_t> name_ids;
   const PlanTables tables{out.plan.names, name_ids, out.works, work_of};

@@ -30,6 +30,9 @@ struct Work {
   std::int64_t elements = 0;
   // CpuOptimizerStep: bytes swapped between host memory and NVMe around the step (ZeRO-Infinity).
   std::int64_t nvme_bytes = 0;
+  // A layer block's pass: the PyTorch ops the host dispatches for it (recomputation included),
+  // whose dispatch the GPU cannot outrun (framework_policy.h, HostPolicy).
+  std::int64_t host_ops = 0;
 };
 
 enum class GroupKind : std::uint8_t { Dp, Tp, Pp };

@@ -2,6 +2,7 @@
 // doubles the passes, and `zerosim plan` exports exactly the GEMMs the cost model priced.
 #include <gtest/gtest.h>
 
+#include "sim/cost/compute_cost.h"
 #include "sim/cost/work_kernels.h"
 #include "sim/report/plan_export.h"
 #include "sim/run/simulate.h"
@@ -86,6 +87,70 @@ TEST(workKernels, PlanExportListsTheGemmsThatWerePriced) {
     ++checked;
   }
   EXPECT_GT(checked, 0);
+}
+
+// A layer block's pass lasts at least what the host takes to dispatch its ops: Megatron-DeepSpeed's
+// GPT layer as counted (sim/parallel/framework_policy.cpp: forward 41 and 25 ops, backward 65 and
+// 36, a checkpointed layer 8 more and its forward again) at PyTorch's 6 us per op (issue #41383).
+// On a tiny model the GPU time is far below that, so the floor is the whole time; on GPT-3 175B
+// the GPU time is far above it and stands alone; FSDP's model code is not counted.
+double work_seconds(const json& doc, WorkKind kind) {
+  const Scenario s = resolve_scenario(doc);
+  const TrainingPlan plan = build_training_plan(s, true);
+  const ComputeCost cost(s, plan);
+  for (std::size_t w = 0; w < plan.works.size(); ++w) {
+    if (plan.works[w].kind == kind) return cost.work_seconds(static_cast<int>(w));
+  }
+  ADD_FAILURE() << "no work of kind " << static_cast<int>(kind);
+  return 0;
+}
+
+// The block's time as priced, and the GPU's time alone: the same block under FSDP, whose model
+// code has no dispatch count (a layer block's GPU cost does not depend on the framework).
+struct BlockTimes {
+  double priced = 0, gpu = 0;
+};
+
+BlockTimes block_times(json doc, WorkKind kind) {
+  BlockTimes t;
+  t.priced = work_seconds(doc, kind);
+  doc["parallel"]["framework"] = "fsdp";
+  doc["zero"]["stage"] = 3;
+  t.gpu = work_seconds(doc, kind);
+  return t;
+}
+
+TEST(workKernels, HostDispatchBoundsSmallLayerBlocks) {
+  const double op = 6e-6;
+  json tiny = {{"model", {{"num_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                          {"vocab_size", 1000}, {"seq_length", 128}}},
+               {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 1}}},
+               {"training", {{"micro_batch_size", 1}}},
+               {"parallel", {{"framework", "megatron"}, {"recompute", "full"}}}};
+  const struct {
+    WorkKind kind;
+    int ops;
+  } want[] = {{WorkKind::AttentionForward, 41},
+              {WorkKind::MlpForward, 25},
+              {WorkKind::AttentionBackward, 65 + 41},
+              {WorkKind::MlpBackward, 36 + 25 + 8}};
+  for (const auto& w : want) {
+    const BlockTimes t = block_times(tiny, w.kind);
+    EXPECT_LT(t.gpu, 0.5 * w.ops * op) << w.ops;
+    EXPECT_DOUBLE_EQ(t.priced, w.ops * op) << w.ops;
+  }
+  tiny["parallel"]["recompute"] = "none";
+  EXPECT_DOUBLE_EQ(block_times(tiny, WorkKind::MlpBackward).priced, 36 * op);
+
+  const json big = {{"model", "gpt3-175b"},
+                    {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 2}}},
+                    {"training", {{"micro_batch_size", 1}}},
+                    {"parallel", {{"framework", "megatron"}, {"tp", 8}, {"pp", 2}}}};
+  for (const auto& w : want) {
+    const BlockTimes t = block_times(big, w.kind);
+    EXPECT_GT(t.gpu, 2 * w.ops * op) << w.ops;
+    EXPECT_DOUBLE_EQ(t.priced, t.gpu) << w.ops;
+  }
 }
 
 }  // namespace
