@@ -125,8 +125,9 @@ TEST(ThreadComm, MismatchedCallsFailOnEveryMember) {
   for (const auto& e : errors) EXPECT_NE(e.find("but another member called"), std::string::npos) << e;
 }
 
+// The timeout firing shows in the message; the test reads no clock (a hang would meet ctest's
+// timeout).
 TEST(ThreadComm, AMissingRankTimesOutNamingIt) {
-  const auto start = std::chrono::steady_clock::now();
   auto errors = run_ranks(
       3, {{0, 1, 2}},
       [](zv::Comm& c) {
@@ -134,7 +135,6 @@ TEST(ThreadComm, AMissingRankTimesOutNamingIt) {
         if (c.rank() != 2) c.all_reduce(0, v);
       },
       std::chrono::milliseconds(200));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_NE(errors[0].find("never arrived: 2"), std::string::npos) << errors[0];
   EXPECT_FALSE(errors[1].empty());
   EXPECT_EQ(errors[2], "");
