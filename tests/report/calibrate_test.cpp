@@ -75,7 +75,9 @@ TEST(reportCalibrate, GemmRefitIsTheBruteForceArgminOnAShortGrid) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     EXPECT_LE(refit_mape, brute[i]) << "refit " << fit.refit << " vs " << values[i];
     // Ties go to the smaller value.
-    if (brute[i] == refit_mape) EXPECT_LE(fit.refit, std::stod(values[i]));
+    if (brute[i] == refit_mape) {
+      EXPECT_LE(fit.refit, std::stod(values[i]));
+    }
   }
   // The grid's MAPE moves with the value: a search over a flat function would prove nothing.
   EXPECT_NE(brute.front(), brute.back());
