@@ -1,3 +1,6 @@
+// `zerosim search` itself: every candidate screened and estimated, the best simulated in full
+// until nothing skipped can reach the top, then ranked and printed. Which candidates there are
+// is search_space.cpp.
 #include "sim/explore/search.h"
 
 #include <algorithm>
@@ -7,132 +10,17 @@
 #include <numeric>
 
 #include "sim/core/error.h"
+#include "sim/explore/search_space.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::explore {
 using json = nlohmann::json;
+using search_detail::base_document;
+using search_detail::candidate_document;
+using search_detail::DegreeFlag;
+using search_detail::kDegreeFlags;
 
 namespace {
-
-// Keys the search sets on every candidate, and what to use instead of --set for them.
-struct OwnedKey {
-  const char* key;
-  const char* instead;
-};
-constexpr OwnedKey kOwnedKeys[] = {
-    {"model", "--model"},
-    {"model.preset", "--model"},
-    {"cluster", "--cluster and --nodes"},
-    {"cluster.preset", "--cluster"},
-    {"cluster.nodes", "--nodes"},
-    {"cluster.num_gpus", "--nodes"},
-    {"parallel.tp", "--tp N or --max-tp N"},
-    {"parallel.pp", "--pp N or --max-pp N"},
-    {"parallel.dp", "--tp and --pp (dp = GPUs / (tp x pp))"},
-    {"parallel.virtual_stages", "nothing: the search tries 1 and 2"},
-    {"parallel.recompute", "nothing: the search tries none, selective and full"},
-    {"zero.stage", "--zero-stages"},
-    {"training.micro_batch_size", "nothing: the search tries 1, 2, 4 and 8"},
-    {"training.global_batch_size", "--gbs"},
-    {"training.gradient_accumulation_steps", "--gbs (steps = gbs / (dp x micro-batch))"},
-    {"sim.allow_oom", "--memory-headroom (the search skips what does not fit)"},
-};
-
-// The degree constraints (0 = not given).
-struct DegreeFlag {
-  const char* flag;
-  int SearchOptions::*field;
-};
-constexpr DegreeFlag kDegreeFlags[] = {{"--tp", &SearchOptions::tp},
-                                       {"--pp", &SearchOptions::pp},
-                                       {"--max-tp", &SearchOptions::max_tp},
-                                       {"--max-pp", &SearchOptions::max_pp}};
-
-std::string setting_key(const std::string& assignment) {
-  return assignment.substr(0, assignment.find('='));
-}
-
-json base_document(const SearchOptions& o) {
-  if (o.model.empty()) throw InputError("--model", "required: a model preset or config.json path");
-  if (o.cluster.empty()) throw InputError("--cluster", "required: a cluster preset");
-  if (o.nodes < 1) throw InputError("--nodes", "must be at least 1, got " + std::to_string(o.nodes));
-  if (o.global_batch_size < 1) {
-    throw InputError("--gbs", "must be at least 1, got " + std::to_string(o.global_batch_size));
-  }
-  if (o.zero_stages.empty()) throw InputError("--zero-stages", "give at least one stage");
-  for (int z : o.zero_stages) {
-    if (z < 0 || z > 3) throw InputError("--zero-stages", "allowed: 0, 1, 2, 3; got " + std::to_string(z));
-  }
-  if (o.top < 1) throw InputError("--top", "must be at least 1, got " + std::to_string(o.top));
-  if (!(o.memory_headroom >= 0 && o.memory_headroom < 1)) {
-    throw InputError("--memory-headroom", "allowed: 0 % up to (not including) 100 %");
-  }
-  json doc = {{"model", o.model}, {"cluster", {{"preset", o.cluster}, {"nodes", o.nodes}}}};
-  for (const auto& s : o.sets) {
-    const std::string key = setting_key(s);
-    for (const OwnedKey& k : kOwnedKeys) {
-      if (key == k.key) {
-        throw InputError("--set", "the search sets " + key + " itself; use " + k.instead);
-      }
-    }
-    if (key == "model.seq_length" && o.seq_length != 0) {
-      throw InputError("--set", "model.seq_length given twice; keep --seq-length");
-    }
-    try {
-      apply_setting(doc, s);
-    } catch (const InputError& e) {
-      throw InputError("--set", e.what());
-    }
-  }
-  if (o.seq_length != 0) {
-    if (o.seq_length < 1) {
-      throw InputError("--seq-length", "must be at least 1, got " + std::to_string(o.seq_length));
-    }
-    apply_setting(doc, "model.seq_length=" + std::to_string(o.seq_length));
-    try {
-      (void)model_from_json(doc.at("model"), "model");
-    } catch (const InputError& e) {
-      throw InputError("--seq-length", e.what());
-    }
-  }
-  return doc;
-}
-
-// The candidate's document with `gas` micro-batches per step (the screen uses fewer than the
-// candidate's own) on `network` (empty: the scenario's).
-json candidate_document(json doc, const Candidate& c, std::int64_t gas, const char* network) {
-  for (const char* section : {"parallel", "zero", "training", "sim"}) {
-    if (!doc[section].is_object()) doc[section] = json::object();
-  }
-  json& p = doc["parallel"];
-  p["tp"] = c.tp;
-  p["pp"] = c.pp;
-  p["virtual_stages"] = c.virtual_stages;
-  p["recompute"] = c.recompute;
-  p.erase("dp");
-  doc["zero"]["stage"] = c.zero;
-  json& t = doc["training"];
-  t.erase("gradient_accumulation_steps");
-  t["micro_batch_size"] = c.mbs;
-  t["global_batch_size"] = static_cast<std::int64_t>(c.dp) * c.mbs * gas;
-  doc["sim"]["allow_oom"] = true;
-  if (*network) doc["sim"]["network"] = network;
-  return doc;
-}
-
-std::vector<int> divisors(std::int64_t n, std::int64_t limit) {
-  std::vector<int> d;
-  for (std::int64_t i = 1; i <= std::min(n, limit); ++i) {
-    if (n % i == 0) d.push_back(static_cast<int>(i));
-  }
-  return d;
-}
-
-std::string int_list(const std::vector<int>& v) {
-  std::vector<std::string> s;
-  for (int x : v) s.push_back(std::to_string(x));
-  return join_list(s);
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -149,86 +37,6 @@ std::string describe(const Candidate& c) {
          (c.virtual_stages > 1 ? " x" + std::to_string(c.virtual_stages) : "") + ", dp " +
          std::to_string(c.dp) + ", ZeRO-" + std::to_string(c.zero) + ", mbs " +
          std::to_string(c.mbs) + ", recompute " + c.recompute;
-}
-
-// The tp and pp values the constraints allow (each bound alone; their product is checked
-// against the GPUs when enumerating).
-std::vector<int> tp_values(const SearchOptions& o, int heads, int gpus_per_node) {
-  if (o.tp) return {o.tp};
-  std::vector<int> out;
-  const int limit = o.max_tp ? std::min(o.max_tp, gpus_per_node) : gpus_per_node;
-  for (int tp : divisors(heads, limit)) {
-    if (gpus_per_node % tp == 0) out.push_back(tp);
-  }
-  return out;
-}
-
-std::vector<int> pp_values(const SearchOptions& o, std::int64_t layers) {
-  if (o.pp) return {o.pp};
-  return divisors(layers, o.max_pp ? o.max_pp : 16);
-}
-
-std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::int64_t layers,
-                                        int gpus_per_node, int gpus) {
-  std::vector<Candidate> out;
-  for (int tp : tp_values(o, heads, gpus_per_node)) {
-    for (int pp : pp_values(o, layers)) {
-      if (gpus % (tp * pp) != 0) continue;
-      const int dp = gpus / (tp * pp);
-      if (o.global_batch_size % dp != 0) continue;
-      const std::int64_t per_dp = o.global_batch_size / dp;
-      for (int vs : {1, 2}) {
-        if (vs > 1 && (pp == 1 || layers % (static_cast<std::int64_t>(pp) * vs) != 0)) continue;
-        for (int zero : o.zero_stages) {
-          for (int mbs : {1, 2, 4, 8}) {
-            if (per_dp % mbs != 0) continue;
-            for (const char* rc : {"none", "selective", "full"}) {
-              Candidate c;
-              c.tp = tp;
-              c.pp = pp;
-              c.dp = dp;
-              c.virtual_stages = vs;
-              c.zero = zero;
-              c.mbs = mbs;
-              c.gas = per_dp / mbs;
-              c.recompute = rc;
-              out.push_back(c);
-            }
-          }
-        }
-      }
-    }
-  }
-  return out;
-}
-
-// A fixed or bounding degree that no layout could have, whatever the other constraints.
-void check_degrees(const SearchOptions& o, int heads, std::int64_t layers, int gpus) {
-  for (const DegreeFlag& d : kDegreeFlags) {
-    if (o.*d.field < 0) {
-      throw InputError(d.flag, "must be at least 1, got " + std::to_string(o.*d.field));
-    }
-  }
-  // A fixed degree splits `parts` (heads or layers) evenly and divides the GPUs.
-  auto check_fixed = [&](const char* flag, int v, int bound, const char* bound_flag,
-                         std::int64_t parts, const char* what) {
-    if (v == 0) return;
-    if (parts % v != 0 || gpus % v != 0) {
-      std::vector<int> allowed;
-      for (int d : divisors(parts, parts)) {
-        if (gpus % d == 0) allowed.push_back(d);
-      }
-      throw InputError(flag, "must divide the model's " + std::to_string(parts) + " " + what +
-                                 " and the " + std::to_string(gpus) +
-                                 " GPUs; allowed: " + int_list(allowed));
-    }
-    if (bound && v > bound) {
-      throw InputError(flag, std::to_string(v) + " exceeds " + bound_flag + " " +
-                                 std::to_string(bound));
-    }
-  };
-  check_fixed("--tp", o.tp, o.max_tp, "--max-tp", heads, "attention heads");
-  check_fixed("--pp", o.pp, o.max_pp, "--max-pp", layers, "layers");
 }
 
 struct Screened {
@@ -262,79 +70,6 @@ class BestSoFar {
   double best_ = 0;
   std::string text_;
 };
-
-}  // namespace
-
-double parse_headroom(const std::string& text) {
-  const bool percent = !text.empty() && text.back() == '%';
-  const std::string number = percent ? text.substr(0, text.size() - 1) : text;
-  double v = -1;
-  std::size_t used = 0;
-  try {
-    v = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != number.size() || !std::isfinite(v)) {
-    throw InputError("--memory-headroom",
-                     "expected a percentage (10%) or a fraction (0.1), got '" + text + "'");
-  }
-  if (!percent && v >= 1) {
-    throw InputError("--memory-headroom",
-                     "a fraction must be below 1 (10% is ten percent), got '" + text + "'");
-  }
-  const double f = percent ? v / 100 : v;
-  if (!(f >= 0 && f < 1)) {
-    throw InputError("--memory-headroom",
-                     "allowed: 0% up to (not including) 100%, got '" + text + "'");
-  }
-  return f;
-}
-
-std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, std::int64_t layers,
-                                            int gpus_per_node, int gpus) {
-  check_degrees(o, heads, layers, gpus);
-  std::vector<Candidate> out = enumerate_within(o, heads, layers, gpus_per_node, gpus);
-  if (!out.empty()) return out;
-  const std::string why = "with " + std::to_string(gpus) + " GPUs and a global batch of " +
-                          std::to_string(o.global_batch_size) +
-                          ", tp x pp must divide the GPUs and dp = GPUs / (tp x pp) the batch";
-  // Name the constraint that empties the space: the one whose removal alone refills it, or
-  // all of them when none or several do.
-  std::vector<std::string> given, culprits;
-  std::string culprit_flag, refilled;
-  for (const DegreeFlag& d : kDegreeFlags) {
-    if (o.*d.field == 0) continue;
-    given.push_back(std::string(d.flag) + " " + std::to_string(o.*d.field));
-    SearchOptions relaxed = o;
-    relaxed.*d.field = 0;
-    const std::vector<Candidate> without =
-        enumerate_within(relaxed, heads, layers, gpus_per_node, gpus);
-    if (without.empty()) continue;
-    culprits.push_back(given.back());
-    culprit_flag = d.flag;
-    std::vector<int> tps, pps;
-    for (const Candidate& c : without) {
-      if (std::find(tps.begin(), tps.end(), c.tp) == tps.end()) tps.push_back(c.tp);
-      if (std::find(pps.begin(), pps.end(), c.pp) == pps.end()) pps.push_back(c.pp);
-    }
-    std::sort(pps.begin(), pps.end());
-    refilled = " (without it: tp " + int_list(tps) + ", pp " + int_list(pps) + ")";
-  }
-  if (culprits.size() == 1) {
-    throw InputError(culprit_flag, culprits[0] + " leaves no layout: " + why + refilled);
-  }
-  if (!given.empty()) {
-    // "leave no layout together" when several relax it alone, or none does.
-    const std::vector<std::string>& named = culprits.empty() ? given : culprits;
-    throw InputError(named[0].substr(0, named[0].find(' ')),
-                     join_list(named) + " together leave no layout: " + why);
-  }
-  throw InputError("--gbs", "no layout: " + why + " (tp <= " + std::to_string(gpus_per_node) +
-                                ", pp <= 16; raise --max-pp or change --gbs)");
-}
-
-namespace {
 
 // One search: the candidates' verdicts and full results, filled by the phases below.
 class Search {

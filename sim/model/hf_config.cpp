@@ -1,0 +1,449 @@
+// Reading a Hugging Face config.json into a ModelSpec, family by family, as transformers builds
+// each model; the scenario reader (model_json.cpp) calls it for a model given as a config path.
+#include "sim/model/hf_config.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/model/json_readers.h"
+#include "sim/model/model.h"
+
+namespace zerosim::model_detail {
+namespace {
+
+// ---- Hugging Face config.json ----
+//
+// Each family is read as its transformers class builds the model (the modeling_*.py module of
+// that model_type), with the class defaults for fields a config leaves out. Every field of a
+// config ends in one of four places:
+//   modelled   read into ModelSpec (sizes, GQA/MQA, head_dim, biases, tied embeddings, norms per
+//              block, sliding window in every layer, ALiBi/rotary/learned positions);
+//   warned     read, but simulated otherwise than written (a parallel attention+MLP block's
+//              activations, a sliding window in only some layers, Phi's q/k LayerNorms, a
+//              training length the config does not give) or not known to zerosim at all;
+//   refused    an InputError (an unknown model_type, an activation the family cannot have,
+//              GPT-2's cross-attention);
+//   silent     kCostFree below: fields that do not change parameters, FLOPs or bytes.
+// Families: Llama-like (llama, mistral, qwen2, phi3, gemma, gemma2): pre-RMSNorm, rotary, gated
+// MLP. gpt2: LayerNorm, learned positions, biases, GeLU, tied. gpt_neox: LayerNorm, rotary,
+// parallel residual, untied. bloom: LayerNorm, ALiBi, biases, embedding LayerNorm, tied.
+// falcon: LayerNorm, rotary or ALiBi, MQA/GQA, parallel block, tied. phi (Phi-2): LayerNorm,
+// partial rotary, biases (also on lm_head), parallel block with one norm, untied.
+const std::vector<std::string> kHfTypes = {"llama", "mistral", "qwen2", "phi3",     "gemma",
+                                           "gemma2", "gpt2",   "gpt_neox", "bloom", "falcon",
+                                           "phi"};
+
+// Fields that change neither parameters, FLOPs nor bytes moved, accepted without a word, each with
+// why: labels and token ids; numerics (norm epsilons, initialisation, rope frequencies and
+// scaling, softmax in fp32, Llama's pretraining_tp slicing); dropout rates (the activation model
+// keeps the masks whatever the rate, as Korthikanti et al. count them); kernel fusions
+// (Megatron-DeepSpeed's BLOOM flags); where the residual is taken
+// (apply_residual_connection_post_layernorm); rotary on part of each head (rotary_pct,
+// partial_rotary_factor: HF rotates a slice and concatenates, so Q and K are rewritten whole,
+// which is what zerosim counts); Gemma 2's logit soft-capping and query scale (a tanh and a
+// scalar fused into kernels zerosim already counts); limits of other features
+// (original_max_position_embeddings of rope scaling, GPT-2's n_ctx, which equals n_positions).
+const std::vector<std::string> kCostFree = {
+    "_name_or_path", "architectures", "auto_map", "torch_dtype", "dtype", "transformers_version",
+    "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "sep_token_id",
+    "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
+    "rope_scaling", "rotary_emb_base", "rotary_pct", "partial_rotary_factor",
+    "original_max_position_embeddings", "pretraining_tp", "attention_softmax_in_fp32",
+    "attention_dropout", "hidden_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop",
+    "classifier_dropout", "masked_softmax_fusion", "bias_dropout_fusion", "skip_bias_add",
+    "skip_bias_add_qkv", "slow_but_exact", "offset_alibi",
+    "apply_residual_connection_post_layernorm", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "task_specific_params", "n_ctx", "attn_logit_softcapping", "final_logit_softcapping",
+    "query_pre_attn_scalar", "cache_implementation"};
+
+enum class HfFamily { LlamaLike, Gpt2, GptNeox, Bloom, Falcon, Phi };
+
+// A key that is absent or JSON null (HF writes e.g. "num_key_value_heads": null) counts as absent.
+const json* find(const json& obj, const std::string& key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// The first of `names` present; records which one in `used`.
+const json* find_any(const json& obj, const std::vector<std::string>& names, std::string& used) {
+  for (const auto& n : names)
+    if (const json* v = find(obj, n)) {
+      used = n;
+      return v;
+    }
+  used = names.front();
+  return nullptr;
+}
+
+HfFamily family_of(const std::string& type) {
+  if (type == "gpt2") return HfFamily::Gpt2;
+  if (type == "gpt_neox") return HfFamily::GptNeox;
+  if (type == "bloom") return HfFamily::Bloom;
+  if (type == "falcon") return HfFamily::Falcon;
+  if (type == "phi") return HfFamily::Phi;
+  return HfFamily::LlamaLike;
+}
+
+// A config being read: remembers which fields were read, so that reading ends by reporting the
+// ones nothing read.
+class HfConfig {
+ public:
+  HfConfig(const json& cfg, std::string origin, std::string type)
+      : cfg_(cfg), origin_(std::move(origin)), type_(std::move(type)) {}
+
+  const std::string& origin() const { return origin_; }
+  const std::string& type() const { return type_; }
+  std::string path(const std::string& key) const { return key_join(origin_, key); }
+
+  // The field, or nullptr when absent or JSON null (HF writes e.g. "num_key_value_heads": null).
+  const json* get(const std::string& key) {
+    read_.insert(key);
+    return find(cfg_, key);
+  }
+  // The first of `names` present (HF's attribute_map spellings); `used` names it, or the first.
+  const json* get_any(const std::vector<std::string>& names, std::string& used) {
+    for (const auto& n : names) read_.insert(n);
+    return find_any(cfg_, names, used);
+  }
+  std::int64_t required(const std::vector<std::string>& names, std::string& used) {
+    const json* v = get_any(names, used);
+    if (!v)
+      throw InputError(path(names.front()),
+                       "missing; a Hugging Face config of model_type " + type_ + " needs it" +
+                           (names.size() > 1
+                                ? " (or " +
+                                      join_list(std::vector<std::string>(names.begin() + 1,
+                                                                         names.end())) +
+                                      ")"
+                                : std::string()));
+    return read_int(*v, path(used));
+  }
+  std::int64_t int_or(const std::string& key, std::int64_t fallback) {
+    const json* v = get(key);
+    return v ? read_int(*v, path(key)) : fallback;
+  }
+  bool bool_or(const std::string& key, bool fallback) {
+    const json* v = get(key);
+    return v ? read_bool(*v, path(key)) : fallback;
+  }
+
+  void warn(std::vector<InputWarning>& out, const std::string& key, std::string message) const {
+    out.push_back({path(key), std::move(message)});
+  }
+
+  // Fields nothing read and kCostFree does not list: reported, never dropped in silence.
+  void report_unread(std::vector<InputWarning>& out) const {
+    for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
+      if (it->is_null() || read_.count(it.key()) || contains(kCostFree, it.key())) continue;
+      out.push_back({path(it.key()),
+                     "not a field zerosim reads for model_type " + type_ +
+                         ": ignored; if it changes the architecture, the parameter count and "
+                         "the step do not show it"});
+    }
+  }
+
+ private:
+  const json& cfg_;
+  std::string origin_, type_;
+  std::set<std::string> read_;
+};
+
+// Activation of the MLP. Llama-like MLPs are gated (three matrices): a SiLU gate is SwiGLU, a
+// GeLU gate (Gemma) GeGLU. The other families choose between GeLU and ReLU.
+MlpKind read_activation(HfConfig& c, HfFamily family) {
+  std::string key = "hidden_act";
+  const json* act = nullptr;
+  if (family == HfFamily::Gpt2) {
+    key = "activation_function";
+    act = c.get(key);
+  } else if (family == HfFamily::Falcon) {
+    key = "activation";
+    act = c.get(key);
+  } else if (family != HfFamily::Bloom) {
+    // Gemma's hidden_activation, where given, is what GemmaMLP uses over hidden_act.
+    act = c.get_any({"hidden_activation", "hidden_act"}, key);
+  }
+  const bool gated = family == HfFamily::LlamaLike;
+  if (!act) return gated ? MlpKind::Swiglu : MlpKind::Gelu;  // class defaults: silu, gelu
+  const std::string a = read_string(*act, c.path(key));
+  const std::vector<std::string> silu = {"silu", "swish", "swiglu"};
+  const std::vector<std::string> gelu = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh",
+                                         "gelu_accurate", "quick_gelu"};
+  std::vector<std::string> allowed = gelu;
+  if (gated) allowed.insert(allowed.begin(), silu.begin(), silu.end());
+  else allowed.push_back("relu");
+  if (!contains(allowed, a))
+    throw InputError(c.path(key), "unsupported '" + a + "' for model_type " + c.type() +
+                                      did_you_mean(a, allowed) + "; allowed: " + join_list(allowed));
+  if (gated) return contains(silu, a) ? MlpKind::Swiglu : MlpKind::Geglu;
+  return a == "relu" ? MlpKind::Relu : MlpKind::Gelu;
+}
+
+// Which layers attend within a sliding window, as each family's transformers code decides:
+// Mistral and Phi-3 in every layer when sliding_window is set; Qwen2 only with
+// use_sliding_window, from layer max_window_layers on; Gemma 2 every other layer; a config's
+// layer_types list, where given, names each layer. A window in every layer is modelled
+// (ModelSpec::sliding_window); in some layers only, every layer is costed alike, so all are
+// simulated as full attention, with a warning.
+void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings) {
+  const std::string& type = c.type();
+  if (type != "mistral" && type != "phi3" && type != "qwen2" && type != "gemma2") return;
+  std::int64_t window = 0;
+  std::int64_t windowed = 0;  // layers with the window
+  std::string key = "sliding_window";
+  if (type == "qwen2") {
+    const bool on = c.bool_or("use_sliding_window", false);
+    const json* first = c.get("max_window_layers");  // Qwen2Config's default: 28
+    const std::int64_t from = first ? read_int(*first, c.path("max_window_layers"), 0) : 28;
+    const json* w = c.get("sliding_window");
+    if (on && w) {
+      window = read_int(*w, c.path("sliding_window"));
+      windowed = m.num_layers - std::min(m.num_layers, from);
+      key = "use_sliding_window";
+    }
+  } else {
+    const json* w = c.get("sliding_window");
+    if (w) window = read_int(*w, c.path("sliding_window"));
+    else if (type == "gemma2") window = 4096;  // Gemma2Config's default
+    // Gemma 2: layers 0, 2, 4, ... (written so that no sum can overflow before validation).
+    if (window > 0) windowed = type == "gemma2" ? m.num_layers / 2 + m.num_layers % 2 : m.num_layers;
+  }
+  if (const json* types = c.get("layer_types"); types && window > 0) {
+    if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.num_layers)
+      throw InputError(c.path("layer_types"),
+                       "must list one entry per layer (" + std::to_string(m.num_layers) + ")");
+    windowed = 0;
+    for (const json& t : *types) windowed += t == "sliding_attention" ? 1 : 0;
+    key = "layer_types";
+  }
+  if (window == 0 || windowed == 0) return;
+  if (windowed == m.num_layers) {
+    m.sliding_window = window;
+    return;
+  }
+  c.warn(warnings, key,
+         std::to_string(windowed) + " of " + std::to_string(m.num_layers) +
+             " layers attend within a sliding window of " + std::to_string(window) +
+             " tokens; zerosim costs every layer alike, so all are simulated as full attention "
+             "(exact while the sequence is no longer than the window)");
+}
+
+// A config without a training length takes kDefaultHfSeqLength capped at its position limit,
+// and says so under `key_path`.
+void default_seq_length(ModelSpec& m, const std::string& key_path, const FieldKeys& keys,
+                        std::vector<InputWarning>& warnings) {
+  std::string took;
+  if (m.max_position_embeddings > 0) {
+    m.seq_length = std::min(m.max_position_embeddings, kDefaultHfSeqLength);
+    took = "; took " + std::to_string(m.seq_length) + " = min(max_position_embeddings " +
+           std::to_string(m.max_position_embeddings) +
+           (keys.max_position_embeddings_given ? "" : " (the class default; the config omits it)") + ", " +
+           std::to_string(kDefaultHfSeqLength) +
+           "): the position limit is what the positions allow, not the length a run trains at";
+  } else {
+    m.seq_length = kDefaultHfSeqLength;
+    took = " nor a position limit; took " + std::to_string(m.seq_length);
+  }
+  warnings.push_back({key_path, kNoTrainingLength + took +
+                                    ". Set training.seq_length (--seq-length) to the length you "
+                                    "train at"});
+}
+
+// The sizes. GPT-2, BLOOM and Falcon spell them their own way; HF maps the spellings
+// (attribute_map).
+void read_sizes(HfConfig& c, HfFamily family, ModelSpec& m, FieldKeys& keys) {
+  using Names = std::vector<std::string>;
+  const bool gpt_names = family == HfFamily::Gpt2 || family == HfFamily::Bloom;
+  m.hidden_size = c.required(family == HfFamily::Gpt2    ? Names{"n_embd", "hidden_size"}
+                             : family == HfFamily::Bloom ? Names{"hidden_size", "n_embed"}
+                                                         : Names{"hidden_size"},
+                             keys.hidden_size);
+  m.num_layers = c.required(gpt_names ? Names{"n_layer", "num_hidden_layers"}
+                            : family == HfFamily::Falcon ? Names{"num_hidden_layers", "n_layer"}
+                                                         : Names{"num_hidden_layers"},
+                            keys.num_layers);
+  m.num_attention_heads =
+      c.required(gpt_names ? Names{"n_head", "num_attention_heads"}
+                 : family == HfFamily::Falcon ? Names{"num_attention_heads", "n_head"}
+                                              : Names{"num_attention_heads"},
+                 keys.num_attention_heads);
+  m.vocab_size = c.required({"vocab_size"}, keys.vocab_size);
+}
+
+// Biases, as each modeling file builds its linears.
+void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
+  const std::string& type = c.type();
+  bool attention_bias = false, mlp_bias = false, qkv_only = false;
+  switch (family) {
+    case HfFamily::Gpt2:
+    case HfFamily::Bloom:
+    case HfFamily::Phi: attention_bias = mlp_bias = true; break;
+    case HfFamily::GptNeox:  // the MLP always has biases; attention unless attention_bias=false
+      attention_bias = c.bool_or("attention_bias", true);
+      mlp_bias = true;
+      break;
+    case HfFamily::Falcon: attention_bias = mlp_bias = c.bool_or("bias", false); break;
+    case HfFamily::LlamaLike:
+      if (type == "qwen2") qkv_only = true;  // Qwen2Attention: q/k/v biases, o_proj none
+      if (type == "llama" || type == "gemma" || type == "gemma2")
+        attention_bias = c.bool_or("attention_bias", false);
+      if (type == "llama") mlp_bias = c.bool_or("mlp_bias", false);
+      break;
+  }
+  m.qkv_bias = attention_bias || qkv_only;
+  m.attention_output_bias = attention_bias;
+  m.mlp_bias = mlp_bias;
+  m.output_bias = family == HfFamily::Phi;  // PhiForCausalLM's lm_head has a bias
+}
+
+// Norms per block and parallel attention + MLP. A parallel block has the parameters and FLOPs
+// of a sequential one; what differs is the activations (model.cpp counts the shared input
+// twice), so it is read and warned about.
+void read_block_layout(HfConfig& c, HfFamily family, bool falcon_new, ModelSpec& m,
+                       std::vector<InputWarning>& warnings) {
+  const std::string& type = c.type();
+  std::string parallel_key;
+  if (family == HfFamily::GptNeox && c.bool_or("use_parallel_residual", true))
+    parallel_key = "use_parallel_residual";
+  if (family == HfFamily::Falcon) {
+    if (falcon_new) {
+      // ln_attn and ln_mlp, or one shared norm with num_ln_in_parallel_attn = 1.
+      m.layer_norms = c.int_or("num_ln_in_parallel_attn", 2) == 1 ? 1 : 2;
+      parallel_key = "new_decoder_architecture";
+    } else if (c.bool_or("parallel_attn", true)) {
+      m.layer_norms = 1;  // input_layernorm feeds both
+      parallel_key = "parallel_attn";
+    }
+  }
+  if (family == HfFamily::Phi) {
+    m.layer_norms = 1;  // PhiDecoderLayer: input_layernorm feeds attention and MLP
+    parallel_key = "model_type";
+    if (c.bool_or("qk_layernorm", false))
+      c.warn(warnings, "qk_layernorm",
+             "Phi's q/k LayerNorms (4 x head_dim parameters per layer) are not counted");
+  }
+  if (type == "gemma2") m.layer_norms = 4;  // pre and post norms around attention and MLP
+  if (!parallel_key.empty())
+    c.warn(warnings, parallel_key,
+           "parallel attention and MLP: parameters and FLOPs as written; activation memory is "
+           "counted as for a sequential block (the shared input twice, about 2 of ~34 sbh)");
+}
+
+}  // namespace
+
+ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
+                   std::vector<InputWarning>& warnings) {
+  if (!cfg.is_object())
+    throw InputError(origin, std::string("a Hugging Face config must be a JSON object, got ") +
+                                 type_name(cfg));
+  const json* type_value = find(cfg, "model_type");
+  if (!type_value)
+    throw InputError(key_join(origin, "model_type"),
+                     "missing; supported model_type values: " + join_list(kHfTypes));
+  const std::string type = read_string(*type_value, key_join(origin, "model_type"));
+  if (!contains(kHfTypes, type))
+    throw InputError(key_join(origin, "model_type"),
+                     "unsupported '" + type + "'" + did_you_mean(type, kHfTypes) +
+                         "; supported: " + join_list(kHfTypes));
+  const HfFamily family = family_of(type);
+  HfConfig c(cfg, origin, type);
+  c.get("model_type");
+
+  ModelSpec m;
+  m.name = origin;
+  m.source = "Hugging Face config.json, model_type " + type;
+  read_sizes(c, family, m, keys);
+
+  // Key/value heads: num_key_value_heads (GQA; MQA at 1) where the family has it; Falcon's
+  // multi_query (one) or, with the new decoder architecture, num_kv_heads.
+  keys.num_kv_heads = "num_key_value_heads";
+  m.num_kv_heads = m.num_attention_heads;
+  if (family == HfFamily::LlamaLike || family == HfFamily::Phi) {
+    m.num_kv_heads = c.int_or("num_key_value_heads", m.num_attention_heads);
+  }
+  const bool falcon_new = family == HfFamily::Falcon && c.bool_or("new_decoder_architecture", false);
+  if (family == HfFamily::Falcon) {
+    const bool multi_query = c.bool_or("multi_query", true);  // FalconConfig's default
+    keys.num_kv_heads = falcon_new ? "num_kv_heads" : "multi_query";
+    if (falcon_new) m.num_kv_heads = c.int_or("num_kv_heads", m.num_attention_heads);
+    else m.num_kv_heads = multi_query ? 1 : m.num_attention_heads;
+  }
+
+  // head_dim: Llama-like models may decouple it from hidden / heads (Gemma: 256, its default).
+  if (family == HfFamily::LlamaLike) {
+    const bool gemma = type == "gemma" || type == "gemma2";
+    m.attention_head_dim = c.int_or("head_dim", gemma ? 256 : 0);
+    normalize_head_dim(m);
+  }
+
+  if (family == HfFamily::LlamaLike || family == HfFamily::GptNeox || family == HfFamily::Phi) {
+    m.ffn_hidden_size = c.required({"intermediate_size"}, keys.ffn_hidden_size);
+  } else if (const json* inner = family == HfFamily::Gpt2     ? c.get("n_inner")
+                                 : family == HfFamily::Falcon ? c.get("ffn_hidden_size")
+                                                              : nullptr) {
+    keys.ffn_hidden_size = family == HfFamily::Gpt2 ? "n_inner" : "ffn_hidden_size";
+    m.ffn_hidden_size = read_int(*inner, c.path(keys.ffn_hidden_size));
+  } else {
+    // GPT-2 n_inner=None, BLOOM, Falcon: 4h. Sizes are validated after parsing, so a hidden size
+    // past the bound (which validation refuses) forms no product here.
+    m.ffn_hidden_size = m.hidden_size <= kMaxWidth ? 4 * m.hidden_size : m.hidden_size;
+    keys.ffn_hidden_size = family == HfFamily::Gpt2 ? "n_inner" : "hidden_size";
+  }
+  if (family == HfFamily::Bloom && c.get("n_inner"))
+    c.warn(warnings, "n_inner", "BloomMLP is 4 x hidden_size whatever n_inner says: ignored");
+  m.mlp = read_activation(c, family);
+
+  m.norm = family == HfFamily::LlamaLike ? NormKind::RmsNorm : NormKind::LayerNorm;
+  m.position = family == HfFamily::Gpt2    ? PositionKind::Learned
+               : family == HfFamily::Bloom ? PositionKind::Alibi
+                                           : PositionKind::Rotary;
+  if (family == HfFamily::Falcon && c.bool_or("alibi", false)) m.position = PositionKind::Alibi;
+  m.embedding_norm = family == HfFamily::Bloom;
+
+  read_biases(c, family, m);
+  read_block_layout(c, family, falcon_new, m, warnings);
+  if (family == HfFamily::Gpt2 && c.bool_or("add_cross_attention", false))
+    throw InputError(c.path("add_cross_attention"),
+                     "cross-attention (an encoder-decoder GPT-2) is not simulated; allowed: false");
+
+  const bool tie_default = family == HfFamily::Gpt2 || family == HfFamily::Bloom ||
+                           family == HfFamily::Falcon || type == "gemma" || type == "gemma2";
+  m.tied_embeddings = c.bool_or("tie_word_embeddings", tie_default);
+
+  // Positions: n_positions (GPT-2) or max_position_embeddings; BLOOM (ALiBi) has neither and
+  // Falcon's config may leave it to FalconConfig's default, 2048.
+  using Names = std::vector<std::string>;
+  const json* pos = c.get_any(family == HfFamily::Gpt2
+                                  ? Names{"n_positions", "max_position_embeddings"}
+                                  : Names{"max_position_embeddings"},
+                              keys.max_position_embeddings);
+  if (pos) {
+    m.max_position_embeddings = read_int(*pos, c.path(keys.max_position_embeddings));
+  } else if (family == HfFamily::Falcon) {
+    m.max_position_embeddings = 2048;
+    keys.max_position_embeddings_given = false;
+  } else if (family != HfFamily::Bloom) {
+    throw InputError(c.path(keys.max_position_embeddings), "missing");
+  }
+  read_sliding_window(c, m, warnings);
+  // Training length: the config's own seq_length when it has one (Megatron-style configs), else
+  // left to the caller (settle_seq_length).
+  if (const json* seq = c.get("seq_length")) m.seq_length = read_int(*seq, c.path("seq_length"));
+  c.report_unread(warnings);
+  return m;
+}
+
+void settle_seq_length(ModelSpec& m, const std::string& key_path, const FieldKeys& keys,
+                       std::vector<InputWarning>& warnings) {
+  if (m.seq_length == 0) default_seq_length(m, key_path, keys, warnings);
+  if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
+}
+
+}  // namespace zerosim::model_detail
