@@ -4,6 +4,7 @@
 // other job.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -22,8 +23,9 @@ struct Outcome {
 };
 
 Outcome run(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string err_path = dir + "/flow_cli_stderr.txt";
+  // Per process: ctest runs this file's tests at once, and so may another checkout's suite.
+  const std::string err_path =
+      ::testing::TempDir() + "/flow_cli_stderr_" + std::to_string(::getpid()) + ".txt";
   const std::string cmd = std::string(ZEROSIM_BIN) + " " + args + " >/dev/null 2>" + err_path;
   const int raw = std::system(cmd.c_str());
   Outcome r;
@@ -55,7 +57,8 @@ TEST(flowCli, FlowIsTheDefaultNetwork) {
 }
 
 TEST(flowCli, BackgroundJobWithFlowRuns) {
-  const std::string out = ::testing::TempDir() + "/flow_cli_report.json";
+  const std::string out =
+      ::testing::TempDir() + "/flow_cli_report_" + std::to_string(::getpid()) + ".json";
   const Outcome r = run(std::string(kSmall) +
                     " --set sim.network=flow --set whatif.background_nodes=4"
                     " --set whatif.background_placement=after --json " + out);
