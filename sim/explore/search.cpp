@@ -41,13 +41,13 @@ std::string describe(const Candidate& c) {
 
 struct Screened {
   Verdict verdict = Verdict::Invalid;
-  bool fits_gpu = false;  // peak within the GPU's memory (headroom aside) and host tiers fit
+  bool fits_gpu = false;  // nvidia-smi peak within the GPU's memory (headroom aside), host tiers fit
   double estimate_s = 0;
   std::string error_key, error;  // Invalid: the scenario checks' InputError
 };
 
 bool fits(const StepReport& r, std::int64_t limit) {
-  return r.memory.peak <= limit && r.fits_in_host_memory && r.fits_on_nvme;
+  return r.device_peak <= limit && r.fits_in_host_memory && r.fits_on_nvme;
 }
 
 // The best layout simulated so far, for the progress line only (written by the workers in any
@@ -200,7 +200,7 @@ class Search {
     r.report = simulate_step(s).report;
     r.bottleneck = find_bottleneck(s, r.report);
     screen_[i].fits_gpu =
-        r.report.memory.peak <= hbm_ && r.report.fits_in_host_memory && r.report.fits_on_nvme;
+        r.report.device_peak <= hbm_ && r.report.fits_in_host_memory && r.report.fits_on_nvme;
     const bool ok = fits(r.report, out_.memory_limit);
     if (ok) best_.offer(r.report.tokens_per_s, cands_[i]);
     return ok;
@@ -228,7 +228,7 @@ class Search {
     const bool reduce = c.gas > g2;
     try {
       const StepReport m = memory_report(scenario(c, reduce ? g2 : c.gas, ""));
-      sc.fits_gpu = m.memory.peak <= hbm_ && m.fits_in_host_memory && m.fits_on_nvme;
+      sc.fits_gpu = m.device_peak <= hbm_ && m.fits_in_host_memory && m.fits_on_nvme;
       if (!fits(m, out_.memory_limit)) {
         sc.verdict = Verdict::DoesNotFit;
         return;
@@ -318,7 +318,7 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
     pruned = std::to_string(out.pruned) + " pruned by their estimate, ";
   }
   std::snprintf(line, sizeof line,
-                "  %zu candidates: %zu invalid, %zu do not fit (peak > %s), %s%zu simulated%s\n\n",
+                "  %zu candidates: %zu invalid, %zu do not fit (nvidia-smi peak > %s), %s%zu simulated%s\n\n",
                 out.candidates, out.invalid, out.does_not_fit, gib(out.memory_limit).c_str(),
                 pruned.c_str(), out.simulated, o.exhaustive ? " (exhaustive)" : " in full");
   s += line;
@@ -333,7 +333,7 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
   }
   std::snprintf(line, sizeof line, "%4s %3s %3s %2s %5s %4s %4s %4s %-9s %9s %11s %8s %6s %9s\n",
                 "rank", "tp", "pp", "vs", "dp", "zero", "mbs", "gas", "recompute", "step_s",
-                "tokens/s", "TFLOP/s", "MFU%", "peak_GiB");
+                "tokens/s", "TFLOP/s", "MFU%", "gpu_GiB");
   s += line;
   const std::size_t n = std::min<std::size_t>(out.ranked.size(), static_cast<std::size_t>(o.top));
   for (std::size_t i = 0; i < n; ++i) {
@@ -343,7 +343,7 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
                   "%4zu %3d %3d %2d %5d %4d %4d %4lld %-9s %9.4f %11.0f %8.1f %6.1f %9.2f\n", i + 1,
                   c.tp, c.pp, c.virtual_stages, c.dp, c.zero, c.mbs, static_cast<long long>(c.gas),
                   c.recompute.c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu,
-                  100 * r.mfu, static_cast<double>(r.memory.peak) / (1024.0 * 1024 * 1024));
+                  100 * r.mfu, static_cast<double>(r.device_peak) / (1024.0 * 1024 * 1024));
     s += line;
   }
   s += "\nbottlenecks:\n";
@@ -419,6 +419,7 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
                         {"tflops_per_gpu", r.tflops_per_gpu},
                         {"mfu", r.mfu},
                         {"peak_memory_bytes", r.memory.peak},
+                        {"device_peak_bytes", r.device_peak},
                         {"fits_in_memory", r.fits_in_memory},
                         {"breakdown_s",
                          {{"forward", b.forward_s},

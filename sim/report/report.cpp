@@ -87,6 +87,7 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
   j["memory_outside_allocator_bytes"] = {{"cuda_context", r.cuda_context_bytes},
                                          {"nccl_buffers", r.nccl_buffer_bytes}};
   j["gpu_memory_bytes"] = s.cluster.gpu.hbm_bytes;
+  j["device_peak_bytes"] = r.device_peak;
   j["fits_in_memory"] = r.fits_in_memory;
   j["host_memory_per_node_bytes"] = r.host_memory_per_node;
   j["host_memory_bytes"] = s.cluster.host.dram_bytes;

@@ -116,12 +116,13 @@ void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, Ste
   rep.cuda_context_bytes = kCudaContextBytes;
   rep.nccl_buffer_bytes = nccl.of_rank(rep.memory_rank);
   rep.memory.outside_allocator = rep.cuda_context_bytes + rep.nccl_buffer_bytes;
-  rep.fits_in_memory = true;
+  rep.device_peak = 0;
   for (std::size_t st = 0; st < rep.memory_per_stage.size(); ++st) {
     MemoryUsage& u = rep.memory_per_stage[st];
     u.outside_allocator = kCudaContextBytes + nccl.of_rank(stage_rank[st]);
-    rep.fits_in_memory = rep.fits_in_memory && u.nvidia_smi_peak() <= s.cluster.gpu.hbm_bytes;
+    rep.device_peak = std::max(rep.device_peak, u.nvidia_smi_peak());
   }
+  rep.fits_in_memory = rep.device_peak <= s.cluster.gpu.hbm_bytes;
 }
 
 // Host and NVMe tiers: a node holds gpus_per_node consecutive ranks, all of one pipeline stage

@@ -36,7 +36,9 @@ struct StepReport {
   std::vector<MemoryUsage> memory_per_stage;  // per pipeline stage: its rank with the highest peak
   // memory.outside_allocator: the CUDA context and NCCL's buffers of memory_rank.
   Bytes cuda_context_bytes = 0, nccl_buffer_bytes = 0;
-  // Every stage's nvidia-smi peak (reserved + outside the allocator) within the GPU's memory.
+  // The largest stage's nvidia-smi peak (reserved + outside the allocator): what the GPU must
+  // hold, and what fits_in_memory compares with its memory.
+  Bytes device_peak = 0;
   bool fits_in_memory = true;
   // Offload tiers, per node: what the node's ranks keep in host memory and on NVMe.
   Bytes host_memory_per_node = 0, nvme_bytes_per_node = 0;

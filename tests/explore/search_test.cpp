@@ -87,6 +87,7 @@ void expect_pruned_equals_exhaustive(SearchOptions o, const std::string& what) {
     EXPECT_EQ(key_of(pr.ranked[i].config), key_of(ex.ranked[i].config)) << "rank " << i + 1;
     EXPECT_EQ(pr.ranked[i].report.step_time_s, ex.ranked[i].report.step_time_s);
     EXPECT_EQ(pr.ranked[i].report.memory.peak, ex.ranked[i].report.memory.peak);
+    EXPECT_EQ(pr.ranked[i].report.device_peak, ex.ranked[i].report.device_peak);
     EXPECT_EQ(pr.ranked[i].report.fingerprint, ex.ranked[i].report.fingerprint);
     EXPECT_EQ(pr.ranked[i].bottleneck.text(), ex.ranked[i].bottleneck.text());
   }
@@ -223,10 +224,10 @@ TEST(SearchConstraints, HeadroomIsRespected) {
   EXPECT_EQ(tight.memory_limit,
             static_cast<std::int64_t>(std::floor(0.7 * static_cast<double>(hbm))));
   ASSERT_FALSE(tight.ranked.empty());
-  for (const SearchResult& r : tight.ranked) EXPECT_LE(r.report.memory.peak, tight.memory_limit);
+  for (const SearchResult& r : tight.ranked) EXPECT_LE(r.report.device_peak, tight.memory_limit);
   // Some layout of the plain search fits the GPU but not the headroom: it is counted as such.
   bool squeezed = false;
-  for (const SearchResult& r : plain.ranked) squeezed |= r.report.memory.peak > tight.memory_limit;
+  for (const SearchResult& r : plain.ranked) squeezed |= r.report.device_peak > tight.memory_limit;
   ASSERT_TRUE(squeezed);
   EXPECT_GT(tight.fit_without_headroom, 0u);
   EXPECT_GT(tight.does_not_fit, plain.does_not_fit);
