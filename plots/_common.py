@@ -157,7 +157,7 @@ def axis_label(column):
         "tokens_per_s": "throughput (tokens/s)",
         "tflops_per_gpu": "TFLOP/s per GPU",
         "mfu": "MFU (%)",
-        "peak_memory_bytes": "peak memory per GPU (GiB)",
+        "peak_memory_bytes": "peak allocated memory per GPU (GiB)",
         "fits_in_memory": "fits in GPU memory (1 = yes)",
         "fits_in_host_memory": "fits in host memory (1 = yes)",
         "host_memory_per_node_bytes": "host memory per node (GiB)",

@@ -16,7 +16,7 @@
 namespace zerosim::embedded {
 std::size_t preset_count();
 const char* preset_name(std::size_t i);
-const char* const* preset_chunks(std::size_t i);  // null-terminated pieces of the file text
+std::string preset_text(std::size_t i);
 }  // namespace zerosim::embedded
 
 namespace zerosim {
@@ -311,8 +311,7 @@ const std::map<std::string, nlohmann::json>& preset_table() {
   static const std::map<std::string, nlohmann::json> table = [] {
     std::map<std::string, nlohmann::json> t;
     for (std::size_t i = 0; i < embedded::preset_count(); ++i) {
-      std::string text;
-      for (const char* const* chunk = embedded::preset_chunks(i); *chunk; ++chunk) text += *chunk;
+      const std::string text = embedded::preset_text(i);
       std::string name = embedded::preset_name(i);
       try {
         t.emplace(name, nlohmann::json::parse(text));

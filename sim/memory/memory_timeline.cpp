@@ -20,7 +20,6 @@
 
 namespace zerosim {
 
-#if ZEROSIM_MEMORY_CHECKS
 namespace {
 
 // "alloc X" and "free X" name the same allocation X.
@@ -28,6 +27,11 @@ std::string allocation_of(const std::string& op_name) {
   const std::size_t space = op_name.find(' ');
   return space == std::string::npos ? op_name : op_name.substr(space + 1);
 }
+
+}  // namespace
+
+#if ZEROSIM_MEMORY_CHECKS
+namespace {
 
 class AllocationLedger {
  public:
@@ -94,19 +98,23 @@ namespace {
 // multiple of kMinBlockSize = 512 bytes (round_size).
 Bytes allocator_block(Bytes request) { return (request + 511) / 512 * 512; }
 
-// The allocation an "alloc X" / "free X" op name refers to, as a small integer per plan name.
-std::vector<std::int32_t> allocation_keys(const Plan& plan) {
-  std::vector<std::int32_t> key(plan.names.size(), -1);
+// The allocation each op name refers to ("alloc X" and "free X": X), numbered 0 .. count - 1;
+// -1 for names of other ops.
+struct AllocationKeys {
+  std::vector<std::int32_t> of_name;
+  std::int32_t count = 0;
+};
+
+AllocationKeys allocation_keys(const Plan& plan, const std::vector<bool>& is_memory_name) {
+  AllocationKeys keys;
+  keys.of_name.assign(plan.names.size(), -1);
   std::unordered_map<std::string, std::int32_t> ids;
   for (std::size_t i = 0; i < plan.names.size(); ++i) {
-    const std::string& n = plan.names[i];
-    const std::size_t space = n.find(' ');
-    if (space == std::string::npos) continue;
-    const std::string prefix = n.substr(0, space);
-    if (prefix != "alloc" && prefix != "free") continue;
-    key[i] = ids.emplace(n.substr(space + 1), static_cast<std::int32_t>(ids.size())).first->second;
+    if (!is_memory_name[i]) continue;
+    keys.of_name[i] = ids.emplace(allocation_of(plan.names[i]), keys.count).first->second;
+    keys.count = static_cast<std::int32_t>(ids.size());
   }
-  return key;
+  return keys;
 }
 
 }  // namespace
@@ -132,8 +140,14 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
   // the blocks allocated on it, and the process reserves at least the sum of those peaks. A free
   // returns its block to the pool of the stream that allocated it, which may not be the freeing
   // op's stream (a stage-3 gather's buffer is allocated on the gather stream, freed after compute).
-  const std::vector<std::int32_t> key_of = allocation_keys(plan);
-  std::unordered_map<std::uint64_t, Stream> allocated_on;  // (slot, allocation) -> its stream
+  std::vector<bool> is_memory_name(plan.names.size(), false);
+  for (const Op& op : plan.ops) {
+    if (op.kind == OpKind::Alloc || op.kind == OpKind::Free) is_memory_name[op.name] = true;
+  }
+  const AllocationKeys keys = allocation_keys(plan, is_memory_name);
+  // The stream each (slot, allocation) was last allocated on; kNumStreams: not yet allocated.
+  std::vector<std::uint8_t> allocated_on(ranks.size() * static_cast<std::size_t>(keys.count),
+                                         static_cast<std::uint8_t>(kNumStreams));
   std::vector<std::array<Bytes, kNumStreams>> pool(ranks.size()), pool_peak(ranks.size());
   for (auto& p : pool) p.fill(0);
   for (auto& p : pool_peak) p.fill(0);
@@ -158,17 +172,14 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
 #if ZEROSIM_MEMORY_CHECKS
     ledger.play(plan, op, result.end[id]);
 #endif
-    const std::uint64_t where = (static_cast<std::uint64_t>(k) << 32) |
-                                static_cast<std::uint32_t>(key_of[op.name]);
-    Stream stream = op.stream;
-    if (op.kind == OpKind::Alloc) {
-      allocated_on[where] = stream;
-    } else if (auto it = allocated_on.find(where); it != allocated_on.end()) {
-      stream = it->second;
-    }
-    Bytes& in_pool = pool[k][static_cast<int>(stream)];
-    in_pool += op.kind == OpKind::Alloc ? allocator_block(op.bytes) : -allocator_block(op.bytes);
-    Bytes& pool_max = pool_peak[k][static_cast<int>(stream)];
+    std::uint8_t& on = allocated_on[k * static_cast<std::size_t>(keys.count) +
+                                    static_cast<std::size_t>(keys.of_name[op.name])];
+    if (op.kind == OpKind::Alloc) on = static_cast<std::uint8_t>(op.stream);
+    const int stream = on < kNumStreams ? on : static_cast<int>(op.stream);
+    const Bytes block = allocator_block(op.bytes);
+    Bytes& in_pool = pool[k][stream];
+    in_pool += op.kind == OpKind::Alloc ? block : -block;
+    Bytes& pool_max = pool_peak[k][stream];
     if (in_pool > pool_max) pool_max = in_pool;
     if (current[k][c] > u.category_max[c]) u.category_max[c] = current[k][c];
     if (total[k] > u.peak) {

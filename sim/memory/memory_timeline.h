@@ -14,8 +14,8 @@ struct MemoryUsage {
   Bytes peak = 0;  // allocated bytes (torch.cuda.max_memory_allocated)
   SimTime peak_time = 0;
   // The caching allocator's reserved bytes this rank holds at least (torch.cuda's
-  // max_memory_reserved; see reserved_bytes in memory_timeline.cpp): each stream's pool keeps its
-  // own peak. No fragmentation inside a pool is counted.
+  // max_memory_reserved; the pools in replay_memory, memory_timeline.cpp): each stream's pool
+  // keeps its own peak. No fragmentation inside a pool is counted.
   Bytes reserved_peak = 0;
   // What the rank holds outside the caching allocator: the CUDA context and NCCL's buffers
   // (filled in by sim/run, which knows the communicators).

@@ -68,15 +68,15 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
     g.per_tensor_hooks = true;
     g.reduce_host_ops_per_rank = 1;
   }
-  // The models DeepSpeed runs here are Megatron-DeepSpeed's, whose loss is Megatron's
-  // vocab-parallel cross-entropy (megatron_policy.cpp): the defaults.
   // fp32 gradients handed to the optimizer: stage 0 upcasts every gradient; stages 1/2 flatten
   // the averaged 16-bit partition (2 bytes) and upcast it (4 bytes); stage 3 the same per
   // sub-group of at most sub_group_size (1e9) elements. DeepSpeed's FusedAdam is one
   // multi-tensor kernel with no temporaries of its own.
   p.memory.step_bytes_per_element = zs == 0 ? 4 : 6;
   p.memory.step_per_subgroup = zs == 3;
-  // The models DeepSpeed runs here are Megatron-DeepSpeed's (above).
+  // The models DeepSpeed runs here are Megatron-DeepSpeed's: its loss is Megatron's vocab-parallel
+  // cross-entropy (the MemoryPolicy defaults, megatron_policy.cpp) and its layer dispatches what
+  // Megatron's does.
   p.host = megatron_gpt_layer_host_ops();
   return p;
 }

@@ -48,9 +48,7 @@ void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_
     gradient_ready(u.params, produced_by);
     return;
   }
-  std::int64_t small = u.params;
-  for (std::int64_t w : u.weights) small -= w;
-  small = std::max<std::int64_t>(0, small);
+  const std::int64_t small = small_tensor_elements(u);
   const auto modules = static_cast<std::int64_t>(u.weights.size());
   for (std::size_t i = u.weights.size(); i-- > 0;) {
     gradient_ready(u.weights[i], produced_by);

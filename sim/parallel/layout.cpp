@@ -1,10 +1,18 @@
 #include "sim/parallel/layout.h"
 
+#include <algorithm>
+
 namespace zerosim::plan_detail {
 
 std::string unit_op_name(const Unit& u, const char* pass) {
   return u.layer >= 0 ? std::string(pass) + " " + u.label + " L" + std::to_string(u.layer)
                       : std::string(pass) + " " + u.label;
+}
+
+std::int64_t small_tensor_elements(const Unit& u) {
+  std::int64_t small = u.params;
+  for (std::int64_t w : u.weights) small -= w;
+  return std::max<std::int64_t>(0, small);
 }
 
 std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {

@@ -27,6 +27,9 @@ struct Unit {
   std::vector<std::int64_t> weights;
 };
 
+// The elements of a unit's small tensors: its parameters outside its modules' weights.
+std::int64_t small_tensor_elements(const Unit& u);
+
 // "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.
 std::string unit_op_name(const Unit& u, const char* pass);
 

@@ -202,10 +202,8 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
 // with the first). Each call pads its own pieces, as each parameter is partitioned on its own.
 std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
   if (!policy_.gather_per_module || u.weights.size() < 2) return {u.params};
-  std::int64_t small = u.params;
-  for (std::int64_t w : u.weights) small -= w;
   std::vector<std::int64_t> calls = u.weights;
-  calls[0] += std::max<std::int64_t>(0, small);
+  calls[0] += small_tensor_elements(u);
   return calls;
 }
 

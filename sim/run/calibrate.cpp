@@ -9,7 +9,7 @@
 namespace zerosim::embedded {
 std::size_t measurements_count();
 const char* measurements_name(std::size_t i);
-const char* const* measurements_chunks(std::size_t i);
+std::string measurements_text(std::size_t i);
 }  // namespace zerosim::embedded
 
 namespace zerosim {
@@ -75,10 +75,7 @@ CalibrationRun summarize_run(double value, const PublishedSummary& s) {
 
 std::string embedded_measurements(const std::string& name) {
   for (std::size_t i = 0; i < embedded::measurements_count(); ++i) {
-    if (embedded::measurements_name(i) != name) continue;
-    std::string text;
-    for (const char* const* p = embedded::measurements_chunks(i); *p; ++p) text += *p;
-    return text;
+    if (embedded::measurements_name(i) == name) return embedded::measurements_text(i);
   }
   throw std::logic_error("validate/measurements/" + name + ".json is not compiled in");
 }

@@ -15,7 +15,7 @@
 namespace zerosim::embedded {
 std::size_t published_count();
 const char* published_name(std::size_t i);
-const char* const* published_chunks(std::size_t i);
+std::string published_text(std::size_t i);
 }  // namespace zerosim::embedded
 
 namespace zerosim {
@@ -79,12 +79,6 @@ Bytes matching_peak(const StepReport& rep, const PeakMetric& m) {
   Bytes most = 0;
   for (const MemoryUsage& u : rep.memory_per_stage) most = std::max(most, figure(u));
   return most;
-}
-
-std::string embedded_text(std::size_t i) {
-  std::string text;
-  for (const char* const* p = embedded::published_chunks(i); *p; ++p) text += *p;
-  return text;
 }
 
 const std::vector<std::string> kSets = {"calibration", "evaluation"};
@@ -159,7 +153,7 @@ const PublishedSplit& published_split() {
   static const PublishedSplit split = [] {
     for (std::size_t i = 0; i < embedded::published_count(); ++i) {
       if (std::string(embedded::published_name(i)) == kSplitFile) {
-        return parse_split(json::parse(embedded_text(i)));
+        return parse_split(json::parse(embedded::published_text(i)));
       }
     }
     throw std::logic_error("validate/cases/split.json is not compiled in");
@@ -210,7 +204,7 @@ json bundled_cases() {
   json all = {{"format", "zerosim-published-cases/1"}, {"cases", json::array()}};
   for (std::size_t i = 0; i < embedded::published_count(); ++i) {
     if (std::string(embedded::published_name(i)) == kSplitFile) continue;
-    json doc = json::parse(embedded_text(i));
+    json doc = json::parse(embedded::published_text(i));
     for (auto& c : doc["cases"]) all["cases"].push_back(std::move(c));
   }
   return all;

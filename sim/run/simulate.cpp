@@ -155,9 +155,7 @@ void check_fits(const Scenario& s, const StepReport& rep) {
                                    "; use more nodes, or pass --allow-oom");
   }
   if (rep.fits_in_memory) return;
-  Bytes need = 0;
-  for (const MemoryUsage& u : rep.memory_per_stage) need = std::max(need, u.nvidia_smi_peak());
-  throw InputError("memory", "peak " + gib(need) +
+  throw InputError("memory", "peak " + gib(rep.device_peak) +
                                  " per GPU (allocator, CUDA context and NCCL) exceeds the " +
                                  s.cluster.gpu.name + "'s " + gib(s.cluster.gpu.hbm_bytes) +
                                  "; lower training.micro_batch_size, raise zero.stage, set "

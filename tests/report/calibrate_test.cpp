@@ -1,5 +1,6 @@
-// `zerosim calibrate`'s refits against independent truth: the gemm_sustained argmin against a
-// brute-force pass of validate_published over the same grid, the NCCL launch refit against the
+// `zerosim calibrate`'s refits: the gemm_sustained search's argmin and tie rule against a
+// brute-force pass of validate_published over the same grid (the MAPE values themselves are
+// validate_published's, checked in published_test.cpp), the NCCL launch refit against the
 // measurement file read here and the figures fitted_constants.h declares, and the grid parser's
 // refusals. The declared grid over the whole calibration set is not searched here (26 x 16
 // simulations); `zerosim calibrate` prints it, and it does not give the shipped 0.85 (0.89,
