@@ -309,11 +309,17 @@ int cmd_list(const std::vector<std::string>& args) {
   if (what == "models") {
     for (const auto& name : model_preset_names()) {
       ModelSpec m = model_preset(name, "model");
-      std::printf("%-14s %7.2f B params  %3lld layers  hidden %6lld  heads %3lld/%-3lld  %s\n",
+      char moe[96] = "";
+      if (m.is_moe())
+        std::snprintf(moe, sizeof moe, "  MoE %lld of %lld experts, %.2f B active",
+                      static_cast<long long>(m.moe.top_k), static_cast<long long>(m.moe.num_experts),
+                      count_params(m).active / 1e9);
+      std::printf("%-16s %7.2f B params  %3lld layers  hidden %6lld  heads %3lld/%-3lld  %s%s%s\n",
                   name.c_str(), count_params(m).total / 1e9,
                   static_cast<long long>(m.num_layers), static_cast<long long>(m.hidden_size),
                   static_cast<long long>(m.num_attention_heads),
-                  static_cast<long long>(m.num_kv_heads), to_string(m.mlp).c_str());
+                  static_cast<long long>(m.num_kv_heads), to_string(m.mlp).c_str(),
+                  m.is_mla() ? "  MLA" : "", moe);
     }
   } else if (what == "clusters") {
     for (const auto& name : cluster_preset_names()) {

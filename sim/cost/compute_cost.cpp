@@ -69,8 +69,8 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   gemm_flops_ = peak_flops_ * gpu.gemm_efficiency * s.fitted.gemm_sustained;
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
   flash_ = flash_attention_efficiency(gpu);
-  layer_ = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
-                              s.parallel.sequence_parallel, s.training.flash_attention);
+  layer_ = scenario_layer_work(s, false);
+  if (s.model.is_moe()) moe_layer_ = scenario_layer_work(s, true);
   if (!s.whatif.slow_ranks.empty()) {
     slow_rank_.assign(static_cast<std::size_t>(plan.plan.num_ranks), false);
     for (int r : s.whatif.slow_ranks) {
@@ -146,8 +146,12 @@ SimTime ComputeCost::duration(const Plan& plan, OpId op) {
 
 double ComputeCost::gemm_seconds(const Gemm& g) const {
   const int sms = std::max(1, s_.cluster.gpu.sm_count);
+  // The experts' GEMMs grouped into one launch fill the SMs with all their tiles together;
+  // looped, each launch has only its own (and the later ones wait for the earlier).
+  const bool grouped = g.expert && s_.training.moe_grouped_gemm;
   const double tiles = std::ceil(static_cast<double>(g.m) / c_.tile) *
-                       std::ceil(static_cast<double>(g.n) / c_.tile);
+                       std::ceil(static_cast<double>(g.n) / c_.tile) *
+                       (grouped ? static_cast<double>(g.count) : 1.0);
   const double waves = std::ceil(tiles / sms);
   const double wave_eff = tiles / (waves * sms);
   const double dim_eff = sat(static_cast<double>(std::min({g.m, g.n, g.k})), c_.small_dim_knee);
@@ -166,7 +170,12 @@ double ComputeCost::attention_seconds(double flops, bool backward) const {
 // the attention core, the elementwise kernels and the launch gaps.
 double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) const {
   double gemms = 0;
-  for (const Gemm& g : k.gemms) gemms += gemm_seconds(g);
+  for (const Gemm& g : k.gemms) {
+    gemms += gemm_seconds(g);
+    // A loop over the experts launches each one's GEMM on its own.
+    if (g.expert && !s_.training.moe_grouped_gemm)
+      gemms += static_cast<double>(g.count - 1) * c_.kernel_overhead_s;
+  }
   double t = k.passes * gemms;
   if (k.attention_flops) t += attention_seconds(*k.attention_flops, backward);
   t += k.passes * bytes_seconds(*k.elementwise_bytes);
@@ -175,18 +184,22 @@ double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) con
 }
 
 double ComputeCost::block_seconds(WorkKind kind) const {
-  const WorkKernels k = work_kernels(kind, s_, layer_);
+  const LayerWork& layer = is_moe_kind(kind) ? moe_layer_ : layer_;
+  const WorkKernels k = work_kernels(kind, s_, layer);
   const double overhead = c_.kernel_overhead_s * c_.kernels_per_block;
   const Recompute rc = s_.parallel.recompute;
   switch (kind) {
     case WorkKind::AttentionForward:
-    case WorkKind::MlpForward: return layer_block_seconds(k, false);
+    case WorkKind::MlpForward:
+    case WorkKind::MoeForward: return layer_block_seconds(k, false);
     case WorkKind::AttentionBackward:
-    case WorkKind::MlpBackward: {
+    case WorkKind::MlpBackward:
+    case WorkKind::MoeBackward: {
       // Recomputation replays the forward (full) or only the attention core (selective).
       const WorkKind fwd = kind == WorkKind::AttentionBackward ? WorkKind::AttentionForward
+                           : kind == WorkKind::MoeBackward     ? WorkKind::MoeForward
                                                                : WorkKind::MlpForward;
-      const WorkKernels forward = work_kernels(fwd, s_, layer_);
+      const WorkKernels forward = work_kernels(fwd, s_, layer);
       double t = layer_block_seconds(k, true);
       if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
       if (rc == Recompute::Selective && forward.attention_flops) {

@@ -59,7 +59,7 @@ class ComputeCost : public ComputeModel {
   double gemm_flops_ = 0;     // best achievable GEMM FLOP/s
   double hbm_bytes_per_s_ = 0;
   AttentionEfficiency flash_;
-  LayerWork layer_;
+  LayerWork layer_, moe_layer_;  // a dense layer's work, and an MoE layer's (MoE models)
   std::vector<double> seconds_;
   std::vector<SimTime> picos_;
   std::vector<bool> slow_rank_;  // what-if stragglers, by plan rank (== cluster rank: unfolded)

@@ -6,24 +6,26 @@ namespace zerosim {
 
 namespace {
 
-bool is_attention_gemm(const Gemm& g) { return g.name == "qkv" || g.name == "attn_out"; }
-
 std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
-  std::vector<Gemm> out;
-  for (const Gemm& g : layer.gemms) {
-    if (is_attention_gemm(g) == attention) out.push_back(g);
-  }
-  return out;
+  const auto split = layer.gemms.begin() + static_cast<std::ptrdiff_t>(layer.attention_gemms);
+  return attention ? std::vector<Gemm>(layer.gemms.begin(), split)
+                   : std::vector<Gemm>(split, layer.gemms.end());
 }
 
 }  // namespace
+
+LayerWork scenario_layer_work(const Scenario& s, bool moe) {
+  return layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
+                            s.parallel.sequence_parallel, s.training.flash_attention, moe);
+}
 
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer) {
   const ModelSpec& m = s.model;
   const double tp = s.parallel.tp;
   const double sb = static_cast<double>(s.training.micro_batch_size) * m.seq_length;
   const bool backward = kind == WorkKind::AttentionBackward || kind == WorkKind::MlpBackward ||
-                        kind == WorkKind::HeadBackward || kind == WorkKind::EmbedBackward;
+                        kind == WorkKind::MoeBackward || kind == WorkKind::HeadBackward ||
+                        kind == WorkKind::EmbedBackward;
   WorkKernels k;
   k.passes = backward ? 2 : 1;
   switch (kind) {
@@ -35,6 +37,8 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       break;
     case WorkKind::MlpForward:
     case WorkKind::MlpBackward:
+    case WorkKind::MoeForward:
+    case WorkKind::MoeBackward:
       k.gemms = block_gemms(layer, false);
       k.elementwise_bytes = layer.elementwise_bytes / 2;
       break;

@@ -28,9 +28,19 @@ struct WorkKernels {
   double once_bytes = 0;
 };
 
-// The kernels of a Work of kind `kind` in scenario `s`, whose layer is `layer`
-// (layer_forward_work of the scenario's micro-batch, TP and attention settings). Optimizer steps,
-// copies and host work run none of these: all empty.
+// The forward work of one layer of the scenario (its micro-batch, TP and attention settings): an
+// MoE layer's with `moe`, else a dense layer's.
+LayerWork scenario_layer_work(const Scenario& s, bool moe);
+// Whether a Work of kind `kind` is a block of an MoE layer (its layer is scenario_layer_work's
+// MoE layer).
+inline bool is_moe_kind(WorkKind kind) {
+  return kind == WorkKind::MoeForward || kind == WorkKind::MoeBackward;
+}
+
+// The kernels of a Work of kind `kind` in scenario `s`, whose layer is `layer` (scenario_layer_work;
+// the MoE layer's for the MoE kinds). The layer's elementwise traffic is split half and half
+// between its attention and feed-forward blocks. Optimizer steps, copies and host work run none
+// of these: all empty.
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer);
 
 // The GEMMs as launched: the forward shapes, or in backward each one's dgrad

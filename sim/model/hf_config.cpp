@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/model/hf_reader.h"
 #include "sim/model/json_readers.h"
 #include "sim/model/model.h"
 
@@ -33,9 +34,15 @@ namespace {
 // parallel residual, untied. bloom: LayerNorm, ALiBi, biases, embedding LayerNorm, tied.
 // falcon: LayerNorm, rotary or ALiBi, MQA/GQA, parallel block, tied. phi (Phi-2): LayerNorm,
 // partial rotary, biases (also on lm_head), parallel block with one norm, untied.
-const std::vector<std::string> kHfTypes = {"llama", "mistral", "qwen2", "phi3",     "gemma",
-                                           "gemma2", "gpt2",   "gpt_neox", "bloom", "falcon",
-                                           "phi"};
+// Llama-like too, with their own fields: qwen3 (q/k norms, head_dim); the Mixture-of-Experts
+// types mixtral, qwen2_moe, qwen3_moe, gpt_oss (biases, attention sinks) and deepseek_v2,
+// deepseek_v3 (multi-head latent attention), whose sparse blocks hf_moe.cpp reads.
+const std::vector<std::string> kHfTypes = {
+    "llama", "mistral",   "qwen2",     "qwen3",       "phi3",        "gemma",   "gemma2",
+    "gpt2",  "gpt_neox",  "bloom",     "falcon",      "phi",         "mixtral", "qwen2_moe",
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"};
+const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3_moe",
+                                            "deepseek_v2", "deepseek_v3", "gpt_oss"};
 
 // Fields that change neither parameters, FLOPs nor bytes moved, accepted without a word, each with
 // why: labels and token ids; numerics (norm epsilons, initialisation, rope frequencies and
@@ -60,27 +67,18 @@ const std::vector<std::string> kCostFree = {
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
     "task_specific_params", "n_ctx", "attn_logit_softcapping", "final_logit_softcapping",
-    "query_pre_attn_scalar", "cache_implementation"};
+    "query_pre_attn_scalar", "cache_implementation",
+    // Mixture-of-Experts routing numerics and losses: scores (softmax or sigmoid), group-limited
+    // top-k, scaling, renormalisation, jitter, auxiliary losses; gpt-oss's SwiGLU clamp; the
+    // expert parallelism DeepSeek's inference code was configured with (ep_size: the run's
+    // is parallel.*); the rotary layout (rope_interleave); gpt-oss's pre-training length.
+    "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob",
+    "topk_method", "n_group", "topk_group", "routed_scaling_factor", "scoring_func",
+    "aux_loss_alpha", "seq_aux", "swiglu_limit", "ep_size",
+    "rope_interleave", "initial_context_length"};
 
 enum class HfFamily { LlamaLike, Gpt2, GptNeox, Bloom, Falcon, Phi };
 
-// A key that is absent or JSON null (HF writes e.g. "num_key_value_heads": null) counts as absent.
-const json* find(const json& obj, const std::string& key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-// The first of `names` present; records which one in `used`.
-const json* find_any(const json& obj, const std::vector<std::string>& names, std::string& used) {
-  for (const auto& n : names)
-    if (const json* v = find(obj, n)) {
-      used = n;
-      return v;
-    }
-  used = names.front();
-  return nullptr;
-}
 
 HfFamily family_of(const std::string& type) {
   if (type == "gpt2") return HfFamily::Gpt2;
@@ -91,69 +89,6 @@ HfFamily family_of(const std::string& type) {
   return HfFamily::LlamaLike;
 }
 
-// A config being read: remembers which fields were read, so that reading ends by reporting the
-// ones nothing read.
-class HfConfig {
- public:
-  HfConfig(const json& cfg, std::string origin, std::string type)
-      : cfg_(cfg), origin_(std::move(origin)), type_(std::move(type)) {}
-
-  const std::string& origin() const { return origin_; }
-  const std::string& type() const { return type_; }
-  std::string path(const std::string& key) const { return key_join(origin_, key); }
-
-  // The field, or nullptr when absent or JSON null (HF writes e.g. "num_key_value_heads": null).
-  const json* get(const std::string& key) {
-    read_.insert(key);
-    return find(cfg_, key);
-  }
-  // The first of `names` present (HF's attribute_map spellings); `used` names it, or the first.
-  const json* get_any(const std::vector<std::string>& names, std::string& used) {
-    for (const auto& n : names) read_.insert(n);
-    return find_any(cfg_, names, used);
-  }
-  std::int64_t required(const std::vector<std::string>& names, std::string& used) {
-    const json* v = get_any(names, used);
-    if (!v)
-      throw InputError(path(names.front()),
-                       "missing; a Hugging Face config of model_type " + type_ + " needs it" +
-                           (names.size() > 1
-                                ? " (or " +
-                                      join_list(std::vector<std::string>(names.begin() + 1,
-                                                                         names.end())) +
-                                      ")"
-                                : std::string()));
-    return read_int(*v, path(used));
-  }
-  std::int64_t int_or(const std::string& key, std::int64_t fallback) {
-    const json* v = get(key);
-    return v ? read_int(*v, path(key)) : fallback;
-  }
-  bool bool_or(const std::string& key, bool fallback) {
-    const json* v = get(key);
-    return v ? read_bool(*v, path(key)) : fallback;
-  }
-
-  void warn(std::vector<InputWarning>& out, const std::string& key, std::string message) const {
-    out.push_back({path(key), std::move(message)});
-  }
-
-  // Fields nothing read and kCostFree does not list: reported, never dropped in silence.
-  void report_unread(std::vector<InputWarning>& out) const {
-    for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
-      if (it->is_null() || read_.count(it.key()) || contains(kCostFree, it.key())) continue;
-      out.push_back({path(it.key()),
-                     "not a field zerosim reads for model_type " + type_ +
-                         ": ignored; if it changes the architecture, the parameter count and "
-                         "the step do not show it"});
-    }
-  }
-
- private:
-  const json& cfg_;
-  std::string origin_, type_;
-  std::set<std::string> read_;
-};
 
 // Activation of the MLP. Llama-like MLPs are gated (three matrices): a SiLU gate is SwiGLU, a
 // GeLU gate (Gemma) GeGLU. The other families choose between GeLU and ReLU.
@@ -194,11 +129,14 @@ MlpKind read_activation(HfConfig& c, HfFamily family) {
 // simulated as full attention, with a warning.
 void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings) {
   const std::string& type = c.type();
-  if (type != "mistral" && type != "phi3" && type != "qwen2" && type != "gemma2") return;
+  const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe";
+  const bool everywhere = type == "mistral" || type == "phi3" || type == "mixtral";
+  const bool alternating = type == "gemma2" || type == "gpt_oss";  // even layers, by default
+  if (!qwen && !everywhere && !alternating) return;
   std::int64_t window = 0;
   std::int64_t windowed = 0;  // layers with the window
   std::string key = "sliding_window";
-  if (type == "qwen2") {
+  if (qwen) {
     const bool on = c.bool_or("use_sliding_window", false);
     const json* first = c.get("max_window_layers");  // Qwen2Config's default: 28
     const std::int64_t from = first ? read_int(*first, c.path("max_window_layers"), 0) : 28;
@@ -212,8 +150,10 @@ void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& w
     const json* w = c.get("sliding_window");
     if (w) window = read_int(*w, c.path("sliding_window"));
     else if (type == "gemma2") window = 4096;  // Gemma2Config's default
-    // Gemma 2: layers 0, 2, 4, ... (written so that no sum can overflow before validation).
-    if (window > 0) windowed = type == "gemma2" ? m.num_layers / 2 + m.num_layers % 2 : m.num_layers;
+    else if (type == "gpt_oss") window = 128;  // GptOssConfig's default
+    // Gemma 2, gpt-oss: layers 0, 2, 4, ... (written so that no sum can overflow before
+    // validation).
+    if (window > 0) windowed = alternating ? m.num_layers / 2 + m.num_layers % 2 : m.num_layers;
   }
   if (const json* types = c.get("layer_types"); types && window > 0) {
     if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.num_layers)
@@ -292,9 +232,18 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
     case HfFamily::Falcon: attention_bias = mlp_bias = c.bool_or("bias", false); break;
     case HfFamily::LlamaLike:
       if (type == "qwen2") qkv_only = true;  // Qwen2Attention: q/k/v biases, o_proj none
-      if (type == "llama" || type == "gemma" || type == "gemma2")
+      if (type == "qwen2_moe") qkv_only = c.bool_or("qkv_bias", true);
+      if (type == "llama" || type == "gemma" || type == "gemma2" || type == "qwen3" ||
+          type == "qwen3_moe" || type == "deepseek_v2" || type == "deepseek_v3")
         attention_bias = c.bool_or("attention_bias", false);
-      if (type == "llama") mlp_bias = c.bool_or("mlp_bias", false);
+      // GptOssConfig: attention biases (transformers 4.57 forces them on); its experts have
+      // biases, always.
+      if (type == "gpt_oss") {
+        attention_bias = c.bool_or("attention_bias", true);
+        mlp_bias = true;
+      }
+      if (type == "llama" || type == "deepseek_v2" || type == "deepseek_v3")
+        mlp_bias = c.bool_or("mlp_bias", false);
       break;
   }
   m.qkv_bias = attention_bias || qkv_only;
@@ -377,11 +326,15 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   }
 
   // head_dim: Llama-like models may decouple it from hidden / heads (Gemma: 256, its default).
-  if (family == HfFamily::LlamaLike) {
+  const bool mla = type == "deepseek_v2" || type == "deepseek_v3";
+  if (family == HfFamily::LlamaLike && !mla) {
     const bool gemma = type == "gemma" || type == "gemma2";
-    m.attention_head_dim = c.int_or("head_dim", gemma ? 256 : 0);
+    m.attention_head_dim = c.int_or("head_dim", gemma ? 256 : type == "gpt_oss" ? 64 : 0);
     normalize_head_dim(m);
   }
+  if (mla) read_hf_mla(c, m);
+  m.qk_norm = type == "qwen3" || type == "qwen3_moe";  // Qwen3Attention's q_norm and k_norm
+  m.attention_sinks = type == "gpt_oss";               // GptOssAttention's sinks
 
   if (family == HfFamily::LlamaLike || family == HfFamily::GptNeox || family == HfFamily::Phi) {
     m.ffn_hidden_size = c.required({"intermediate_size"}, keys.ffn_hidden_size);
@@ -399,6 +352,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   if (family == HfFamily::Bloom && c.get("n_inner"))
     c.warn(warnings, "n_inner", "BloomMLP is 4 x hidden_size whatever n_inner says: ignored");
   m.mlp = read_activation(c, family);
+  if (contains(kMoeTypes, type)) read_hf_moe(c, m, warnings);
 
   m.norm = family == HfFamily::LlamaLike ? NormKind::RmsNorm : NormKind::LayerNorm;
   m.position = family == HfFamily::Gpt2    ? PositionKind::Learned
@@ -436,7 +390,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   // Training length: the config's own seq_length when it has one (Megatron-style configs), else
   // left to the caller (settle_seq_length).
   if (const json* seq = c.get("seq_length")) m.seq_length = read_int(*seq, c.path("seq_length"));
-  c.report_unread(warnings);
+  c.report_unread(warnings, kCostFree);
   return m;
 }
 

@@ -73,9 +73,107 @@ void check_parallel(const ModelSpec& m, std::int64_t micro_batch, std::int64_t t
                          std::to_string(m.num_attention_heads) + "), num_kv_heads (" +
                          std::to_string(m.num_kv_heads) + ") and ffn_hidden_size (" +
                          std::to_string(m.ffn_hidden_size) + ") of model '" + m.name + "'");
+  // Experts are split like the dense MLP (Megatron's expert tensor parallelism at ep = 1).
+  if (m.is_moe() && (m.moe.expert_ffn_hidden_size % tp != 0 || m.moe.shared_ffn_hidden_size % tp != 0))
+    throw InputError("parallel.tp",
+                     "tp = " + std::to_string(tp) + " must divide the expert width (" +
+                         std::to_string(m.moe.expert_ffn_hidden_size) +
+                         ") and the shared experts' width (" +
+                         std::to_string(m.moe.shared_ffn_hidden_size) + ") of model '" + m.name + "'");
+}
+
+// The parameters of a linear: weights and bias, all copies.
+std::int64_t linear_params(const Linear& l) {
+  return l.copies * (l.in * l.out + (l.bias ? l.out : 0));
+}
+
+std::int64_t block_params(const Block& b) {
+  std::int64_t n = b.replicated_params;
+  for (const Linear& l : b.linears) n += linear_params(l);
+  return n;
+}
+
+// A dense (gated or not) MLP of width f named with `prefix`: gate and up fused (two tensors).
+void push_mlp(std::vector<Linear>& out, const ModelSpec& m, const std::string& prefix,
+              std::int64_t f, std::int64_t copies, bool routed) {
+  const std::int64_t h = m.hidden_size;
+  if (gated(m)) out.push_back({prefix + "_gate_up", h, 2 * f, TpSplit::Column, m.mlp_bias, 2, copies, routed});
+  else out.push_back({prefix + "_up", h, f, TpSplit::Column, m.mlp_bias, 1, copies, routed});
+  out.push_back({prefix + "_down", f, h, TpSplit::Row, m.mlp_bias, 1, copies, routed});
+}
+
+// Width of the queries and keys (heads x their head width) and of the values, which the
+// attention core multiplies: q_width() for both without MLA.
+std::int64_t qk_width(const ModelSpec& m) {
+  return m.is_mla() ? m.num_attention_heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
+                    : m.q_width();
+}
+std::int64_t v_width(const ModelSpec& m) {
+  return m.is_mla() ? m.num_attention_heads * m.mla.v_head_dim : m.q_width();
 }
 
 }  // namespace
+
+Block attention_block(const ModelSpec& m) {
+  const std::int64_t h = m.hidden_size;
+  Block b;
+  if (m.is_mla()) {
+    // DeepSeek's MLA: the down-projections (to the latents and the shared rotary key) are not
+    // split over TP (Megatron-core's MLA replicates them), the up-projections by heads.
+    const MlaSpec& a = m.mla;
+    const std::int64_t heads = m.num_attention_heads;
+    if (a.q_lora_rank > 0) {
+      b.linears.push_back({"q_down", h, a.q_lora_rank, TpSplit::Replicated, m.qkv_bias});
+      b.linears.push_back({"q_up", a.q_lora_rank, qk_width(m), TpSplit::Column, false});
+      b.replicated_params += a.q_lora_rank;  // q_a_layernorm (RMSNorm)
+      b.replicated_tensors += 1;
+    } else {
+      b.linears.push_back({"q", h, qk_width(m), TpSplit::Column, false});  // q_proj: no bias
+    }
+    b.linears.push_back(
+        {"kv_down", h, a.kv_lora_rank + a.qk_rope_head_dim, TpSplit::Replicated, m.qkv_bias});
+    b.linears.push_back(
+        {"kv_up", a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim), TpSplit::Column, false});
+    b.replicated_params += a.kv_lora_rank;  // kv_a_layernorm (RMSNorm)
+    b.replicated_tensors += 1;
+  } else {
+    // Fused QKV [h -> q + 2*kvw] (q = h unless the head width is decoupled, as in Gemma).
+    b.linears.push_back({"qkv", h, m.q_width() + 2 * kv_width(m), TpSplit::Column, m.qkv_bias});
+  }
+  b.linears.push_back({"attn_out", v_width(m), h, TpSplit::Row, m.attention_output_bias});
+  // The block's norms, the first half with attention: one norm of a parallel block feeds both
+  // and is fetched with the attention; Gemma 2's four split two and two.
+  const std::int64_t norms = (m.layer_norms + 1) / 2;
+  b.replicated_params += norms * norm_params(m);
+  b.replicated_tensors += static_cast<int>(norms) * (m.norm == NormKind::LayerNorm ? 2 : 1);
+  if (m.qk_norm) {
+    b.replicated_params += 2 * m.head_dim();
+    b.replicated_tensors += 2;
+  }
+  if (m.attention_sinks) {  // one logit per head (counted whole on every TP rank)
+    b.replicated_params += m.num_attention_heads;
+    b.replicated_tensors += 1;
+  }
+  return b;
+}
+
+Block mlp_block(const ModelSpec& m, bool moe) {
+  Block b;
+  if (moe) {
+    const MoeSpec& e = m.moe;
+    b.linears.push_back({"router", m.hidden_size, e.num_experts, TpSplit::Replicated, e.router_bias});
+    push_mlp(b.linears, m, "expert", e.expert_ffn_hidden_size, e.num_experts, true);
+    if (e.shared_ffn_hidden_size > 0) push_mlp(b.linears, m, "shared", e.shared_ffn_hidden_size, 1, false);
+    if (e.shared_expert_gate)
+      b.linears.push_back({"shared_gate", m.hidden_size, 1, TpSplit::Replicated, false});
+  } else {
+    push_mlp(b.linears, m, "mlp", m.ffn_hidden_size, 1, false);
+  }
+  const std::int64_t norms = m.layer_norms / 2;
+  b.replicated_params = norms * norm_params(m);
+  b.replicated_tensors = static_cast<int>(norms) * (m.norm == NormKind::LayerNorm ? 2 : 1);
+  return b;
+}
 
 ParamCounts count_params(const ModelSpec& m) {
   const std::int64_t h = m.hidden_size;
@@ -83,22 +181,17 @@ ParamCounts count_params(const ModelSpec& m) {
   const std::int64_t kvw = kv_width(m);
   const std::int64_t f = m.ffn_hidden_size;
 
-  // Attention: fused QKV [h -> q + 2*kvw] and output projection [q -> h] (q = h unless the
-  // head width is decoupled, as in Gemma).
-  std::int64_t attention = h * (q + 2 * kvw) + q * h;
-  // MLP: gated (SwiGLU, GeGLU) has gate and up [h -> f] and down [f -> h]; otherwise up and down.
-  std::int64_t mlp = (gated(m) ? 3 : 2) * h * f;
-  if (m.qkv_bias) attention += q + 2 * kvw;
-  if (m.attention_output_bias) attention += h;
-  if (m.mlp_bias) mlp += (gated(m) ? 2 * f : f) + h;
   ParamCounts c;
-  // The block's norms, the first half with attention: one norm of a parallel block feeds both
-  // and is fetched with the attention; Gemma 2's four split two and two.
   c.attention_norm = (m.layer_norms + 1) / 2 * norm_params(m);
   c.mlp_norm = m.layer_norms / 2 * norm_params(m);
-  c.per_layer = attention + mlp + c.attention_norm + c.mlp_norm;
-  c.attention_block = attention + c.attention_norm;
-  c.mlp_block = mlp + c.mlp_norm;
+  c.attention_block = block_params(attention_block(m));
+  c.mlp_block = block_params(mlp_block(m, false));
+  c.per_layer = c.attention_block + c.mlp_block;
+  const std::int64_t moe_layers = m.moe_layer_count();
+  if (m.is_moe()) {
+    c.moe_block = block_params(mlp_block(m, true));
+    c.moe_layer = c.attention_block + c.moe_block;
+  }
 
   const std::int64_t token_table = m.vocab_size * h;
   const std::int64_t position_table =
@@ -108,14 +201,30 @@ ParamCounts count_params(const ModelSpec& m) {
   // Output head: no bias in GPT/Llama/BLOOM; Phi-2's lm_head has one (kept when tied).
   c.output = (m.tied_embeddings ? 0 : token_table) + (m.output_bias ? m.vocab_size : 0);
   c.final_norm = norm_params(m);
-  c.total = c.per_layer * m.num_layers + c.embedding + c.output + c.final_norm;
+  c.total = c.per_layer * (m.num_layers - moe_layers) + c.moe_layer * moe_layers + c.embedding +
+            c.output + c.final_norm;
+  c.active = c.total;
+  if (m.is_moe()) {
+    const Block moe = mlp_block(m, true);
+    std::int64_t one_expert = 0;
+    for (const Linear& l : moe.linears)
+      if (l.routed) one_expert += linear_params(l) / l.copies;
+    c.active -= moe_layers * (m.moe.num_experts - m.moe.top_k) * one_expert;
+  }
 
   // Largest module at Hugging Face granularity (what DeepSpeed's estimator walks): the token
-  // embedding, the position table, and each of q/k/v/o and each MLP matrix with its bias.
+  // embedding, the position table, and each of q/k/v/o and each MLP matrix with its bias (an
+  // expert's, a shared expert's, MLA's projections alike).
   const std::int64_t bqkv = m.qkv_bias ? 1 : 0, bo = m.attention_output_bias ? 1 : 0;
   const std::int64_t bm = m.mlp_bias ? 1 : 0;
   c.largest_module = std::max({token_table, position_table, h * q + bqkv * q, q * h + bo * h,
                                h * kvw + bqkv * kvw, h * f + bm * f, f * h + bm * h});
+  if (m.is_moe() || m.is_mla()) {
+    for (const Block& b : {attention_block(m), mlp_block(m, m.is_moe())})
+      for (const Linear& l : b.linears)
+        c.largest_module =
+            std::max(c.largest_module, (l.in * l.out + (l.bias ? l.out : 0)) / l.tensors);
+  }
   return c;
 }
 
@@ -125,23 +234,40 @@ double LayerWork::flops() const {
   return total;
 }
 
+namespace {
+
+// The GEMMs of a block's linears on one TP rank: a column-parallel linear splits its output
+// columns (n), a row-parallel one its input rows (k); an expert sees its balanced share of the
+// routed tokens, ceil(tokens x top_k / num_experts).
+void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std::int64_t tokens,
+                std::int64_t tp) {
+  for (const Linear& l : b.linears) {
+    const std::int64_t rows =
+        l.routed ? (tokens * m.moe.top_k + m.moe.num_experts - 1) / m.moe.num_experts : tokens;
+    out.push_back({l.name, rows, l.split == TpSplit::Column ? l.out / tp : l.out,
+                   l.split == TpSplit::Row ? l.in / tp : l.in, l.copies, l.routed});
+  }
+}
+
+}  // namespace
+
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                             bool sequence_parallel, bool flash_attention) {
+                             bool sequence_parallel, bool flash_attention, bool moe_layer) {
   check_parallel(m, micro_batch, tp);
   const std::int64_t h = m.hidden_size;
   const std::int64_t q = m.q_width();
   const std::int64_t kvw = kv_width(m);
   const std::int64_t f = m.ffn_hidden_size;
   const std::int64_t tokens = micro_batch * m.seq_length;  // GEMM m dimension
+  const bool moe = moe_layer && m.is_moe();
 
   LayerWork w;
   // Megatron TP: QKV and MLP up (+gate, fused) are column-parallel (n split), the attention
   // output projection and MLP down are row-parallel (k split). With sequence parallelism the
   // inputs are all-gathered first, so the GEMM shapes are the same.
-  w.gemms.push_back({"qkv", tokens, (q + 2 * kvw) / tp, h, 1});
-  w.gemms.push_back({"attn_out", tokens, h, q / tp, 1});
-  w.gemms.push_back({gated(m) ? "mlp_gate_up" : "mlp_up", tokens, (gated(m) ? 2 * f : f) / tp, h, 1});
-  w.gemms.push_back({"mlp_down", tokens, h, f / tp, 1});
+  push_gemms(w.gemms, m, attention_block(m), tokens, tp);
+  w.attention_gemms = w.gemms.size();
+  push_gemms(w.gemms, m, mlp_block(m, moe), tokens, tp);
 
   // QK^T ([s x d] x [d x s]) and AV ([s x s] x [s x d]) per head and sample: 2 * 2*s*s*d each,
   // so 4*b*s^2*q over all heads (q = heads x d), split across TP ranks by heads. The causal
@@ -155,7 +281,9 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   const double qd = static_cast<double>(q);
   const double t = static_cast<double>(tp);
   const double keys = flash_attention ? static_cast<double>(attended_keys(m)) : s;
-  w.attention_flops = 4.0 * b * s * keys * qd / t;
+  // MLA: QK^T over the query/key width, AV over the value width, 2*b*s*k each.
+  w.attention_flops = m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(qk_width(m) + v_width(m)) / t
+                                 : 4.0 * b * s * keys * qd / t;
 
   // HBM traffic of the non-GEMM kernels, forward, 16-bit elements (2 bytes) and 1-byte dropout
   // masks; each kernel reads its inputs once and writes its outputs once (fused where Megatron
@@ -181,10 +309,28 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   const double a = static_cast<double>(m.num_attention_heads);
   const double norms = static_cast<double>(m.layer_norms);
   const double replicated = 4.0 * norms * sbh + 14.0 * sbh;
-  double split = (gated(m) ? 6.0 : 4.0) * sbf;
-  if (m.position == PositionKind::Rotary) split += 4.0 * b * s * static_cast<double>(q + kvw);
+  const double activation = gated(m) ? 6.0 : 4.0;
+  double split = activation * sbf;
+  // Not split by TP: the MoE block's token permutation and un-permutation (each reads and
+  // writes top_k copies of every token: 2 x 2 x 2B x sbh x top_k) and the router's fp32 softmax
+  // and top-k over the expert scores (read and write, 8 bytes per score). Megatron's experts
+  // see every token of the TP group (its dispatchers all-gather them with sequence parallelism).
+  double routed = 0;
+  if (moe) {
+    const double k = static_cast<double>(m.moe.top_k);
+    split = activation * b * s *
+            (k * static_cast<double>(m.moe.expert_ffn_hidden_size) +
+             static_cast<double>(m.moe.shared_ffn_hidden_size));
+    routed = 8.0 * k * sbh + 8.0 * b * s * static_cast<double>(m.moe.num_experts);
+  }
+  // Rotary on Q and K; MLA rotates only the qk_rope_head_dim slice of each query head and the
+  // one shared rotary key.
+  if (m.position == PositionKind::Rotary)
+    split += 4.0 * b * s *
+             (m.is_mla() ? static_cast<double>((m.num_attention_heads + 1) * m.mla.qk_rope_head_dim)
+                         : static_cast<double>(q + kvw));
   if (!flash_attention) split += 9.0 * a * s * s * b;
-  w.elementwise_bytes = (sequence_parallel ? replicated / t : replicated) + split / t;
+  w.elementwise_bytes = (sequence_parallel ? replicated / t : replicated) + split / t + routed;
   return w;
 }
 
@@ -196,7 +342,23 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch) {
 double model_flops_per_token(const ModelSpec& m) {
   const double tokens = static_cast<double>(m.seq_length);  // one sequence, tp = 1
   const double layer = layer_forward_work(m, 1, 1, false, true).flops();
-  const double forward = static_cast<double>(m.num_layers) * layer + logits_forward_flops(m, 1);
+  const std::int64_t moe_layers = m.moe_layer_count();
+  double forward = static_cast<double>(m.num_layers - moe_layers) * layer + logits_forward_flops(m, 1);
+  if (moe_layers > 0) {
+    // The MoE layer's attention as in any layer, and its feed-forward per token from the linears
+    // themselves (an expert's weights weighted by top_k / num_experts), so that no rounding of
+    // an expert's share of the tokens enters the MFU numerator.
+    const LayerWork w = layer_forward_work(m, 1, 1, false, true, true);
+    double moe_layer = w.attention_flops;
+    for (std::size_t i = 0; i < w.attention_gemms; ++i) moe_layer += w.gemms[i].flops();
+    double per_token = 0;
+    for (const Linear& l : mlp_block(m, true).linears) {
+      const double share = l.routed ? static_cast<double>(m.moe.top_k) : static_cast<double>(l.copies);
+      per_token += 2.0 * static_cast<double>(l.in) * static_cast<double>(l.out) * share;
+    }
+    moe_layer += per_token * tokens;
+    forward += static_cast<double>(moe_layers) * moe_layer;
+  }
   return 3.0 * forward / tokens;
 }
 
@@ -231,7 +393,8 @@ double model_flops_per_token(const ModelSpec& m) {
 // attention term (flash keeps only a per-row log-sum-exp, b*a*s fp32 values, neglected here as
 // in the paper). Full recompute keeps only the layer input, 2sbh (divided by t with SP).
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                                  bool sequence_parallel, Recompute recompute, bool flash_attention) {
+                                  bool sequence_parallel, Recompute recompute, bool flash_attention,
+                                  bool moe_layer) {
   check_parallel(m, micro_batch, tp);
   const double s = static_cast<double>(m.seq_length);
   const double b = static_cast<double>(micro_batch);
@@ -246,14 +409,38 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, 
 
   // Full-size on every TP rank unless sequence parallel: norm inputs 2 per norm (4 for two),
   // QKV input 2, first-linear input 2, two dropout masks 1 + 1.
-  const double replicated = (2.0 * static_cast<double>(m.layer_norms) + 6.0) * sbh;
-  double mlp_intermediate = 4.0 * sbf;
-  if (m.mlp == MlpKind::Relu) mlp_intermediate = 2.0 * sbf;
-  if (gated(m)) mlp_intermediate = 6.0 * sbf;
-  // Q, K, V, out-projection input, MLP intermediates.
-  double split = 2.0 * sbq + 4.0 * sbk + 2.0 * sbq + mlp_intermediate;
+  double replicated = (2.0 * static_cast<double>(m.layer_norms) + 6.0) * sbh;
+  // The MLP's intermediates per element of its width: GeLU 4, ReLU 2, gated 6 (above).
+  const double per_width = m.mlp == MlpKind::Relu ? 2.0 : gated(m) ? 6.0 : 4.0;
+  double mlp_intermediate = per_width * sbf;
+  // An MoE layer, by the same rules: each token's top_k expert intermediates and the shared
+  // experts'; not split by TP (Megatron's experts see every token of the TP group): the
+  // permuted tokens (the experts' GEMM input, top_k copies of each token, 2 bytes) and the
+  // experts' outputs before the weighted combine (as many), and the router's fp32 probabilities
+  // (4 bytes per token and expert) that the combine's and the softmax's backward read.
+  double routed = 0;
+  if (moe_layer && m.is_moe()) {
+    const double k = static_cast<double>(m.moe.top_k);
+    mlp_intermediate = per_width * s * b *
+                       (k * static_cast<double>(m.moe.expert_ffn_hidden_size) +
+                        static_cast<double>(m.moe.shared_ffn_hidden_size));
+    routed = 4.0 * k * sbh + 4.0 * s * b * static_cast<double>(m.moe.num_experts);
+  }
+  double split;
+  if (m.is_mla()) {
+    // MLA by the same rules: Q and K at the query/key width, V and the out-projection input at
+    // the value width (2 bytes each), and the latents, produced by the replicated
+    // down-projections, with their norm's input and output (4 bytes per latent element).
+    const double sqk = s * b * static_cast<double>(qk_width(m));
+    const double sv = s * b * static_cast<double>(v_width(m));
+    split = 4.0 * sqk + 4.0 * sv + mlp_intermediate;
+    replicated += 4.0 * s * b * static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
+  } else {
+    // Q, K, V, out-projection input, MLP intermediates.
+    split = 2.0 * sbq + 4.0 * sbk + 2.0 * sbq + mlp_intermediate;
+  }
   if (recompute == Recompute::None && !flash_attention) split += 5.0 * a * s * s * b;
-  return (sequence_parallel ? replicated / t : replicated) + split / t;
+  return (sequence_parallel ? replicated / t : replicated) + split / t + routed;
 }
 
 }  // namespace zerosim

@@ -23,6 +23,40 @@ std::string to_string(Recompute r);
 std::string to_string(NormKind k);      // "layernorm", "rmsnorm"
 std::string to_string(PositionKind k);  // "learned", "rotary", "alibi"
 
+// A Mixture-of-Experts feed-forward block (Shazeer et al. 2017, arXiv:1701.06538; Fedus et al.
+// 2021, Switch Transformers, arXiv:2101.03961; Jiang et al. 2024, Mixtral, arXiv:2401.04088): a
+// router [h -> num_experts] scores each token, its top_k experts process it and their outputs
+// are summed with the router's weights. Each expert is an MLP of the model's kind (mlp) and of
+// width expert_ffn_hidden_size; shared experts (DeepSeekMoE, arXiv:2401.06066; Qwen-MoE) process
+// every token.
+struct MoeSpec {
+  std::int64_t num_experts = 0;             // routed experts of an MoE layer; 0: a dense model
+  std::int64_t top_k = 0;                   // routed experts per token
+  std::int64_t expert_ffn_hidden_size = 0;  // one routed expert's intermediate width
+  // The always-active shared experts as one MLP of their summed width (DeepSeek: n_shared x the
+  // expert width; Qwen2-MoE: shared_expert_intermediate_size); 0: none.
+  std::int64_t shared_ffn_hidden_size = 0;
+  bool shared_expert_gate = false;  // Qwen2-MoE: a [h -> 1] sigmoid gate scales the shared expert
+  bool router_bias = false;         // gpt-oss: the router linear has a bias
+  // Layer i (from 0) is an MoE layer when i >= first_layer and (i - first_layer) % layer_freq
+  // == 0; the others have the dense MLP of ffn_hidden_size (DeepSeek's first_k_dense_replace,
+  // Qwen's decoder_sparse_step, Megatron's moe_layer_freq).
+  std::int64_t first_layer = 0;
+  std::int64_t layer_freq = 1;
+  bool operator==(const MoeSpec&) const = default;
+};
+
+// Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1): keys and values are
+// projected down to a latent of kv_lora_rank (plus a shared rotary key of qk_rope_head_dim) and
+// back up per head; queries likewise through q_lora_rank (directly when 0). Each head's query and
+// key are qk_nope_head_dim + qk_rope_head_dim wide, its value v_head_dim.
+struct MlaSpec {
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;  // 0: not MLA
+  std::int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool operator==(const MlaSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;               // preset name, HF path, or "inline"
   std::int64_t num_layers = 0;
@@ -53,7 +87,23 @@ struct ModelSpec {
   std::int64_t layer_norms = 2;
   // Keys each query attends to at most (Mistral's sliding window), in every layer; 0 = all.
   std::int64_t sliding_window = 0;
+  // RMSNorms over each head's query and key (Qwen3, OLMo 2): 2 x head_dim parameters per layer.
+  bool qk_norm = false;
+  // A learned logit per head that each softmax row also normalises over (gpt-oss's sinks): one
+  // parameter per head and layer.
+  bool attention_sinks = false;
+  MoeSpec moe;
+  MlaSpec mla;
 
+  bool is_moe() const { return moe.num_experts > 0; }
+  bool is_mla() const { return mla.kv_lora_rank > 0; }
+  bool is_moe_layer(std::int64_t layer) const {
+    return is_moe() && layer >= moe.first_layer && (layer - moe.first_layer) % moe.layer_freq == 0;
+  }
+  std::int64_t moe_layer_count() const {
+    if (!is_moe() || moe.first_layer >= num_layers) return 0;
+    return (num_layers - 1 - moe.first_layer) / moe.layer_freq + 1;
+  }
   bool linear_bias() const { return qkv_bias && attention_output_bias && mlp_bias; }
   std::int64_t head_dim() const {
     return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_attention_heads;
@@ -68,9 +118,39 @@ struct ModelSpec {
 // table. Throws InputError naming key_join(key_path, "<field>") and what is allowed.
 void validate_model(const ModelSpec& m, const std::string& key_path);
 
+// How Megatron splits a linear layer over the tensor-parallel group: by output columns, by input
+// rows (its bias then whole on every rank), or not at all.
+enum class TpSplit : std::uint8_t { Column, Row, Replicated };
+
+// One linear module of a block, or `copies` identical ones (the routed experts), as the
+// parameter counts, the GEMMs and ZeRO-3's tensors all see it.
+struct Linear {
+  std::string name;  // the GEMM's name
+  std::int64_t in = 0, out = 0;
+  TpSplit split = TpSplit::Column;
+  bool bias = false;
+  int tensors = 1;          // weight tensors it is stored as (gate and up fused: 2)
+  std::int64_t copies = 1;  // identical modules: the routed experts
+  bool routed = false;      // an expert: processes top_k / num_experts of the tokens
+};
+
+// The parameters of one block of a layer: its linears, and the small tensors replicated over TP
+// (norms, q/k norms, MLA's latent norms, sinks).
+struct Block {
+  std::vector<Linear> linears;
+  std::int64_t replicated_params = 0;
+  int replicated_tensors = 0;
+};
+// The attention block: its pre-norm(s) (the first half of the block's norms, count_params),
+// QKV (or MLA's projections) and output projection.
+Block attention_block(const ModelSpec& m);
+// The feed-forward block with its norm(s): the dense MLP, or with `moe` the MoE block (router,
+// routed experts, shared experts and their gate) of an MoE layer (ModelSpec::is_moe_layer).
+Block mlp_block(const ModelSpec& m, bool moe);
+
 // Parameter counts, exact for the architecture described.
 struct ParamCounts {
-  std::int64_t per_layer = 0;       // one transformer block (attention + MLP + norms)
+  std::int64_t per_layer = 0;       // one dense transformer block (attention + MLP + norms)
   std::int64_t embedding = 0;       // token (+ learned position) embedding
   std::int64_t output = 0;          // output projection; 0 when tied to the embedding
   std::int64_t final_norm = 0;
@@ -80,6 +160,10 @@ struct ParamCounts {
   // block (its norm and linears): the units ZeRO-3 fetches and the gradient hooks hand over.
   std::int64_t attention_block = 0, mlp_block = 0;
   std::int64_t attention_norm = 0, mlp_norm = 0;  // replicated under tensor parallelism
+  // MoE models: one MoE layer and its feed-forward block, and the parameters one token passes
+  // through (total less the routed experts it is not sent to; embedding and head included).
+  std::int64_t moe_layer = 0, moe_block = 0;
+  std::int64_t active = 0;
 };
 ParamCounts count_params(const ModelSpec& m);
 
@@ -89,18 +173,23 @@ struct Gemm {
   std::string name;
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t count = 1;
+  bool expert = false;  // the routed experts' GEMMs (count of them), grouped or looped
+
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };
 
 // Work of one transformer layer's forward pass on one GPU of a TP group of size tp.
 struct LayerWork {
-  std::vector<Gemm> gemms;          // weight GEMMs with TP-split shapes
+  std::vector<Gemm> gemms;          // weight GEMMs with TP-split shapes: attention's, then the MLP's
+  std::size_t attention_gemms = 0;  // how many of them are the attention block's
   double attention_flops = 0;       // QK^T and attention*V (batched GEMMs), forward
   double elementwise_bytes = 0;     // HBM bytes moved by norms, activation, softmax, dropout, residual
   double flops() const;             // total forward FLOPs
 };
+// `moe_layer`: the work of an MoE layer (its experts get balanced shares of the routed tokens,
+// ceil(tokens x top_k / num_experts) each), else of a dense one.
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                             bool sequence_parallel, bool flash_attention);
+                             bool sequence_parallel, bool flash_attention, bool moe_layer = false);
 
 // Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch:
 // 2 * b * s * h * vocab, the whole layer (not divided by TP).
@@ -114,13 +203,17 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
 // Weight GEMMs and the QK^T / AV batched GEMMs only (no bias, norm or softmax FLOPs); the causal
 // mask is not discounted. For ffn = 4h, kv = heads, g = 2 this is Megatron's
 // 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) divided by the B*s tokens of the batch.
+// In general: 3 x (2 x the weights each token multiplies, an expert weighted by top_k /
+// num_experts, plus the attention core's 2k(q_qk + q_v) per layer), which for an MoE model
+// counts the active experts only; MLA's query/key and value widths replace q in the core.
 double model_flops_per_token(const ModelSpec& m);
 
 // Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,
 // 6), generalised to ffn != 4h, gated MLPs, GQA, decoupled head_dim and the norms per block; flash
 // attention drops the 5as^2b term.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                                  bool sequence_parallel, Recompute recompute, bool flash_attention);
+                                  bool sequence_parallel, Recompute recompute, bool flash_attention,
+                                  bool moe_layer = false);
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

@@ -25,6 +25,57 @@ void check_range(std::int64_t v, std::int64_t max, const std::string& path) {
                                ", got " + std::to_string(v));
 }
 
+// The experts and the latent attention. The bound on the experts' summed width keeps an MoE
+// layer's parameters times the layers inside int64, as kMaxWidth does for a dense one.
+constexpr std::int64_t kMaxExperts = 1 << 16;
+constexpr std::int64_t kMaxRoutedWidth = 1 << 22;  // num_experts x expert_ffn_hidden_size
+void validate_moe(const ModelSpec& m, const std::string& key_path) {
+  if (m.moe.num_experts != 0) {
+    const MoeSpec& e = m.moe;
+    const std::string moe = key_join(key_path, "moe");
+    check_range(e.num_experts, kMaxExperts, key_join(moe, "num_experts"));
+    check_range(e.expert_ffn_hidden_size, kMaxWidth, key_join(moe, "expert_ffn_hidden_size"));
+    if (e.top_k < 1 || e.top_k > e.num_experts)
+      throw InputError(key_join(moe, "top_k"), "must be between 1 and num_experts (" +
+                                                   std::to_string(e.num_experts) + "), got " +
+                                                   std::to_string(e.top_k));
+    if (e.num_experts * e.expert_ffn_hidden_size > kMaxRoutedWidth)
+      throw InputError(key_join(moe, "num_experts"),
+                       "num_experts x expert_ffn_hidden_size must be at most " +
+                           std::to_string(kMaxRoutedWidth) + ", got " +
+                           std::to_string(e.num_experts * e.expert_ffn_hidden_size));
+    if (e.shared_ffn_hidden_size != 0)
+      check_range(e.shared_ffn_hidden_size, kMaxWidth, key_join(moe, "shared_ffn_hidden_size"));
+    if (e.first_layer < 0 || e.first_layer >= m.num_layers)
+      throw InputError(key_join(moe, "first_layer"),
+                       "must be a layer index from 0 to num_layers - 1 (" +
+                           std::to_string(m.num_layers - 1) + "), got " + std::to_string(e.first_layer));
+    check_range(e.layer_freq, kMaxLayers, key_join(moe, "layer_freq"));
+    if (e.shared_expert_gate && e.shared_ffn_hidden_size == 0)
+      throw InputError(key_join(moe, "shared_expert_gate"),
+                       "gates a shared expert: needs shared_ffn_hidden_size > 0");
+  }
+  if (m.mla.kv_lora_rank != 0) {
+    const MlaSpec& a = m.mla;
+    const std::string mla = key_join(key_path, "mla");
+    check_range(a.kv_lora_rank, kMaxWidth, key_join(mla, "kv_lora_rank"));
+    if (a.q_lora_rank != 0) check_range(a.q_lora_rank, kMaxWidth, key_join(mla, "q_lora_rank"));
+    check_range(a.qk_nope_head_dim, kMaxWidth, key_join(mla, "qk_nope_head_dim"));
+    check_range(a.qk_rope_head_dim, kMaxWidth, key_join(mla, "qk_rope_head_dim"));
+    check_range(a.v_head_dim, kMaxWidth, key_join(mla, "v_head_dim"));
+    const std::int64_t widest = std::max(a.qk_nope_head_dim + a.qk_rope_head_dim,
+                                         a.qk_nope_head_dim + a.v_head_dim);
+    if (m.num_attention_heads * widest > kMaxWidth)
+      throw InputError(key_join(mla, "qk_nope_head_dim"),
+                       "heads x the widest head (" + std::to_string(widest) +
+                           ") must be at most " + std::to_string(kMaxWidth));
+    if (m.num_kv_heads != m.num_attention_heads)
+      throw InputError(key_join(key_path, "num_kv_heads"),
+                       "MLA decompresses keys and values for every head: must equal "
+                       "num_attention_heads (" + std::to_string(m.num_attention_heads) + ")");
+  }
+}
+
 void validate_fields(const ModelSpec& m, const std::string& key_path, const FieldKeys& k) {
   check_range(m.num_layers, kMaxLayers, key_join(key_path, k.num_layers));
   check_range(m.hidden_size, kMaxWidth, key_join(key_path, k.hidden_size));
@@ -56,6 +107,7 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
                      "must divide " + k.num_attention_heads + " (" +
                          std::to_string(m.num_attention_heads) + "), got " +
                          std::to_string(m.num_kv_heads));
+  validate_moe(m, key_path);
   if (m.position == PositionKind::Learned && m.seq_length > m.max_position_embeddings)
     throw InputError(key_join(key_path, k.seq_length),
                      std::to_string(m.seq_length) + " exceeds " + k.max_position_embeddings + " (" +
@@ -109,7 +161,89 @@ const std::vector<std::string> kObjectKeys = {
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
     "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
     "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
-    "layer_norms", "sliding_window"};
+    "layer_norms", "sliding_window", "qk_norm", "attention_sinks", "moe", "mla"};
+
+// The integer and boolean fields of an object-valued key (moe, mla), each bound to its field.
+struct IntField {
+  const char* key;
+  std::int64_t* field;
+  std::int64_t min;  // 1, or 0 for a count or index that may be 0
+};
+struct BoolField {
+  const char* key;
+  bool* field;
+};
+
+// Reads `value` (an object of those fields and no others) at `path` over the fields' current
+// values; returns whether any changed.
+bool read_fields(const json& value, const std::string& path, const std::vector<IntField>& ints,
+                 const std::vector<BoolField>& bools) {
+  if (!value.is_object())
+    throw InputError(path, std::string("must be an object, got ") + value.type_name());
+  std::vector<std::string> allowed;
+  for (const IntField& f : ints) allowed.push_back(f.key);
+  for (const BoolField& f : bools) allowed.push_back(f.key);
+  bool changed = false;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    const std::string key = it.key(), at = key_join(path, key);
+    if (!contains(allowed, key))
+      throw InputError(at, "unknown key" + did_you_mean(key, allowed) + "; allowed: " + join_list(allowed));
+    for (const IntField& f : ints)
+      if (key == f.key) {
+        const std::int64_t x = read_int(*it, at, f.min);
+        changed = changed || x != *f.field;
+        *f.field = x;
+      }
+    for (const BoolField& f : bools)
+      if (key == f.key) {
+        const bool x = read_bool(*it, at);
+        changed = changed || x != *f.field;
+        *f.field = x;
+      }
+  }
+  return changed;
+}
+
+// model.moe and model.mla of an inline object, over the base's. A MoE object without a base's
+// experts needs num_experts, top_k and expert_ffn_hidden_size; an MLA one kv_lora_rank and the
+// three head widths (validate_moe says which is missing by its range).
+bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m) {
+  bool changed = false;
+  if (auto it = obj.find("moe"); it != obj.end()) {
+    MoeSpec& e = m.moe;
+    changed = read_fields(*it, key_join(key_path, "moe"),
+                          {{"num_experts", &e.num_experts, 1},
+                           {"top_k", &e.top_k, 1},
+                           {"expert_ffn_hidden_size", &e.expert_ffn_hidden_size, 1},
+                           {"shared_ffn_hidden_size", &e.shared_ffn_hidden_size, 0},
+                           {"first_layer", &e.first_layer, 0},
+                           {"layer_freq", &e.layer_freq, 1}},
+                          {{"shared_expert_gate", &e.shared_expert_gate},
+                           {"router_bias", &e.router_bias}});
+    const std::pair<const char*, std::int64_t> needed[] = {
+        {"num_experts", e.num_experts}, {"top_k", e.top_k},
+        {"expert_ffn_hidden_size", e.expert_ffn_hidden_size}};
+    for (const auto& [k, v] : needed)
+      if (v == 0) throw InputError(key_join(key_join(key_path, "moe"), k), "missing; an MoE block needs it");
+  }
+  if (auto it = obj.find("mla"); it != obj.end()) {
+    MlaSpec& a = m.mla;
+    changed = read_fields(*it, key_join(key_path, "mla"),
+                          {{"q_lora_rank", &a.q_lora_rank, 0},
+                           {"kv_lora_rank", &a.kv_lora_rank, 1},
+                           {"qk_nope_head_dim", &a.qk_nope_head_dim, 1},
+                           {"qk_rope_head_dim", &a.qk_rope_head_dim, 1},
+                           {"v_head_dim", &a.v_head_dim, 1}},
+                          {}) || changed;
+    const std::pair<const char*, std::int64_t> needed[] = {
+        {"kv_lora_rank", a.kv_lora_rank}, {"qk_nope_head_dim", a.qk_nope_head_dim},
+        {"qk_rope_head_dim", a.qk_rope_head_dim}, {"v_head_dim", a.v_head_dim}};
+    for (const auto& [k, v] : needed)
+      if (v == 0) throw InputError(key_join(key_join(key_path, "mla"), k), "missing; MLA needs it");
+    m.num_kv_heads = m.num_attention_heads;  // MLA decompresses K and V for every head
+  }
+  return changed;
+}
 
 ModelSpec from_object(const json& obj, const std::string& key_path,
                       std::vector<InputWarning>& warnings) {
@@ -203,6 +337,9 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_int("head_dim", m.attention_head_dim);
   set_int("layer_norms", m.layer_norms);
   set_int("sliding_window", m.sliding_window);
+  set_bool("qk_norm", m.qk_norm);
+  set_bool("attention_sinks", m.attention_sinks);
+  overridden = read_moe_and_mla(obj, key_path, m) || overridden;
   if (!has_base) {
     if (!at("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
     // Derived before validate_model checks sizes: keep the product inside int64.
@@ -326,6 +463,27 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.attention_head_dim != 0) j["head_dim"] = m.attention_head_dim;
   if (m.layer_norms != 2) j["layer_norms"] = m.layer_norms;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.is_moe()) {
+    const MoeSpec& e = m.moe;
+    j["moe"] = {{"num_experts", e.num_experts},
+                {"top_k", e.top_k},
+                {"expert_ffn_hidden_size", e.expert_ffn_hidden_size},
+                {"shared_ffn_hidden_size", e.shared_ffn_hidden_size},
+                {"shared_expert_gate", e.shared_expert_gate},
+                {"router_bias", e.router_bias},
+                {"first_layer", e.first_layer},
+                {"layer_freq", e.layer_freq}};
+  }
+  if (m.is_mla()) {
+    const MlaSpec& a = m.mla;
+    j["mla"] = {{"q_lora_rank", a.q_lora_rank},
+                {"kv_lora_rank", a.kv_lora_rank},
+                {"qk_nope_head_dim", a.qk_nope_head_dim},
+                {"qk_rope_head_dim", a.qk_rope_head_dim},
+                {"v_head_dim", a.v_head_dim}};
+  }
   j["source"] = m.source;
   return j;
 }

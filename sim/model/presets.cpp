@@ -89,6 +89,83 @@ ModelSpec bloom_176b() {
   return m;
 }
 
+// Mixture-of-Experts models, each the architecture its Hugging Face config.json describes
+// (tests/model/hf_configs/ holds the configs; tests/model/test_moe.cpp checks that each preset
+// equals its config's reading and the published parameter counts).
+ModelSpec moe_llama(const std::string& name, std::int64_t layers, std::int64_t hidden,
+                    std::int64_t heads, std::int64_t kv_heads, std::int64_t ffn, std::int64_t vocab,
+                    std::int64_t seq, std::int64_t max_positions, MoeSpec moe,
+                    const std::string& source) {
+  ModelSpec m = llama(name, layers, hidden, heads, kv_heads, ffn, vocab, seq, max_positions, source);
+  m.moe = moe;
+  return m;
+}
+
+ModelSpec mixtral(const std::string& name, std::int64_t layers, std::int64_t hidden,
+                  std::int64_t heads, std::int64_t ffn, std::int64_t max_positions,
+                  const std::string& source) {
+  MoeSpec e;
+  e.num_experts = 8;
+  e.top_k = 2;
+  e.expert_ffn_hidden_size = ffn;
+  // Jiang et al. 2024 (arXiv:2401.04088), Sec. 2: "trained with a context size of 32k tokens".
+  return moe_llama(name, layers, hidden, heads, 8, ffn, 32000, 32768, max_positions, e, source);
+}
+
+// DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437): Sec. 4.2 (61 layers, hidden 7168, 128 heads,
+// d_c 512, d_c' 1536, head 128 + rotary 64, first 3 layers dense, 1 shared and 256 routed
+// experts of 2048, 8 per token), pre-training at 4K tokens (Sec. 4.3), and the
+// deepseek-ai/DeepSeek-V3 config.json (dense FFN 18432, vocab 129280, 163840 positions). The
+// multi-token-prediction module is not part of the preset.
+ModelSpec deepseek_v3() {
+  MoeSpec e;
+  e.num_experts = 256;
+  e.top_k = 8;
+  e.expert_ffn_hidden_size = 2048;
+  e.shared_ffn_hidden_size = 2048;
+  e.first_layer = 3;
+  ModelSpec m = moe_llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 163840, e,
+                          "DeepSeek-AI 2024, DeepSeek-V3 technical report (arXiv:2412.19437), "
+                          "Sec. 4.2-4.3, and deepseek-ai/DeepSeek-V3 config.json");
+  m.mla = {1536, 512, 128, 64, 128};
+  return m;
+}
+
+// Qwen3-235B-A22B (Qwen3 technical report, arXiv:2505.09388, Table 2: 94 layers, 64 query and
+// 4 KV heads, 128 experts, 8 activated; pre-training stage 1 at 4,096 tokens, Sec. 3.2) and the
+// Qwen/Qwen3-235B-A22B config.json (hidden 4096, head_dim 128, expert width 1536, q/k norms).
+ModelSpec qwen3_235b() {
+  MoeSpec e;
+  e.num_experts = 128;
+  e.top_k = 8;
+  e.expert_ffn_hidden_size = 1536;
+  ModelSpec m = moe_llama("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, 40960, e,
+                          "Qwen3 technical report (arXiv:2505.09388), Table 2 and Sec. 3.2, and "
+                          "Qwen/Qwen3-235B-A22B config.json");
+  m.attention_head_dim = 128;
+  m.qk_norm = true;
+  return m;
+}
+
+// gpt-oss-120b (OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card, arXiv:2508.10925, Sec. 2:
+// 36 layers, 128 experts, top 4, residual width 2880, 64 query heads of 64, 8 KV heads,
+// attention sinks, banded attention of 128 tokens in every other layer; its config.json's
+// initial_context_length 4096). The banded layers are costed as full attention.
+ModelSpec gpt_oss_120b() {
+  MoeSpec e;
+  e.num_experts = 128;
+  e.top_k = 4;
+  e.expert_ffn_hidden_size = 2880;
+  e.router_bias = true;
+  ModelSpec m = moe_llama("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 131072, e,
+                          "OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925), "
+                          "Sec. 2, and openai/gpt-oss-120b config.json");
+  m.attention_head_dim = 64;
+  m.qkv_bias = m.attention_output_bias = m.mlp_bias = true;
+  m.attention_sinks = true;
+  return m;
+}
+
 const std::vector<ModelSpec>& presets() {
   static const std::vector<ModelSpec> table = {
       // Table 2.1 prints n_heads = 24 with d_head = 128 for GPT-3 XL; 24 does not divide 2048, so
@@ -108,6 +185,15 @@ const std::vector<ModelSpec>& presets() {
       // 405B exists only as Llama 3.1, whose config allows 131072 positions (rotary; no table).
       llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 131072, kLlama3),
       bloom_176b(),
+      mixtral("mixtral-8x7b", 32, 4096, 32, 14336, 32768,
+              "Jiang et al. 2024, Mixtral of Experts (arXiv:2401.04088), Table 1, and "
+              "mistralai/Mixtral-8x7B-v0.1 config.json"),
+      mixtral("mixtral-8x22b", 56, 6144, 48, 16384, 65536,
+              "Mistral AI 2024-04-17, Mixtral 8x22B release, and the Mixtral-8x22B-v0.1 "
+              "config.json"),
+      deepseek_v3(),
+      qwen3_235b(),
+      gpt_oss_120b(),
   };
   return table;
 }

@@ -15,6 +15,34 @@ std::int64_t small_tensor_elements(const Unit& u) {
   return std::max<std::int64_t>(0, small);
 }
 
+namespace {
+
+// A layer block as one rank of its TP group holds it. Megatron replicates over TP what it does
+// not split: the block's norms (and other small replicated tensors), the biases of row-parallel
+// linears and the linears it does not split at all (the router, MLA's down-projections).
+Unit block_unit(const Block& b, std::int64_t tp, WorkKind forward, WorkKind backward,
+                const char* label) {
+  Unit u{forward, backward, -1, 0, label, 0, b.replicated_tensors, {}};
+  std::int64_t split = 0, replicated = b.replicated_params;
+  for (const Linear& l : b.linears) {
+    const bool whole = l.split == TpSplit::Replicated;
+    const std::int64_t weight = l.copies * l.in * l.out;
+    const std::int64_t bias = l.bias ? l.copies * l.out : 0;
+    (whole ? replicated : split) += weight;
+    (whole || l.split == TpSplit::Row ? replicated : split) += bias;
+    // Each stored tensor of each copy is a module weight DeepSpeed's stage 3 fetches.
+    const std::int64_t tensor = l.in * l.out / l.tensors;
+    for (std::int64_t c = 0; c < l.copies * l.tensors; ++c)
+      u.weights.push_back(whole ? tensor : ceil_div(tensor, tp));
+    if (l.bias) u.small_tensors += static_cast<int>(l.copies) * l.tensors;
+  }
+  u.big_tensors = static_cast<int>(u.weights.size());
+  u.params = ceil_div(split, tp) + replicated;
+  return u;
+}
+
+}  // namespace
+
 std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   const ParallelConfig& par = s.parallel;
   const ModelSpec& m = s.model;
@@ -23,47 +51,35 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   auto shard = [&](std::int64_t total, std::int64_t replicated) {
     return ceil_div(total - replicated, tp) + replicated;
   };
-  // Megatron replicates over TP what it does not split: norms, the biases of row-parallel
-  // linears (attention output, MLP down) and the learned position table.
-  const std::int64_t attention_row_bias = m.attention_output_bias ? m.hidden_size : 0;
-  const std::int64_t mlp_row_bias = m.mlp_bias ? m.hidden_size : 0;
+  // Megatron replicates over TP the learned position table and the embedding's norm.
   const std::int64_t position_table =
       m.position == PositionKind::Learned ? m.max_position_embeddings * m.hidden_size : 0;
   const std::int64_t embedding_norm = pc.embedding - m.vocab_size * m.hidden_size - position_table;
   const int virtual_stages = par.pp * par.virtual_stages;
   std::vector<std::vector<Unit>> per_virtual(virtual_stages);
-  // Tensor counts: fused QKV and the attention output (Megatron's and GPT-2's layout); two MLP
-  // weights, three when gated; a bias per linear where the model has them; LayerNorm has a
-  // weight and a bias, RMSNorm a weight; the block's norms split as count_params splits them.
   const int norm_tensors = m.norm == NormKind::LayerNorm ? 2 : 1;
-  const int mlp_weights = m.mlp == MlpKind::Swiglu || m.mlp == MlpKind::Geglu ? 3 : 2;
-  const int attention_small = (m.qkv_bias ? 1 : 0) + (m.attention_output_bias ? 1 : 0) +
-                              static_cast<int>((m.layer_norms + 1) / 2) * norm_tensors;
-  const int mlp_small =
-      (m.mlp_bias ? mlp_weights : 0) + static_cast<int>(m.layer_norms / 2) * norm_tensors;
-  // Each module's weight on this TP rank, as count_params counts them.
-  const std::int64_t h = m.hidden_size, f = m.ffn_hidden_size, q = m.q_width();
-  const std::int64_t kvw = m.num_kv_heads * m.head_dim();
-  const std::vector<std::int64_t> attention_weights = {ceil_div(h * (q + 2 * kvw), tp),
-                                                       ceil_div(q * h, tp)};
-  const std::vector<std::int64_t> mlp_weights_each(mlp_weights, ceil_div(h * f, tp));
+  const std::int64_t h = m.hidden_size;
   std::vector<std::int64_t> embedding_weights = {ceil_div(m.vocab_size * h, tp)};
   if (position_table > 0) embedding_weights.push_back(position_table);
   per_virtual[0].push_back({WorkKind::EmbedForward, WorkKind::EmbedBackward, -1,
                             shard(pc.embedding, position_table + embedding_norm), "embedding",
                             position_table > 0 ? 2 : 1, embedding_norm > 0 ? norm_tensors : 0,
                             embedding_weights});
+  const Unit attention = block_unit(attention_block(m), tp, WorkKind::AttentionForward,
+                                    WorkKind::AttentionBackward, "attention");
+  const Unit mlp = block_unit(mlp_block(m, false), tp, WorkKind::MlpForward, WorkKind::MlpBackward, "mlp");
+  const Unit moe = m.is_moe() ? block_unit(mlp_block(m, true), tp, WorkKind::MoeForward,
+                                           WorkKind::MoeBackward, "moe")
+                              : Unit{};
   int layer = 0;
   for (int g = 0; g < virtual_stages; ++g) {
     int count = static_cast<int>(m.num_layers / virtual_stages) +
                 (g < m.num_layers % virtual_stages ? 1 : 0);
     for (int i = 0; i < count; ++i, ++layer) {
-      per_virtual[g].push_back({WorkKind::AttentionForward, WorkKind::AttentionBackward, layer,
-                                shard(pc.attention_block, pc.attention_norm + attention_row_bias),
-                                "attention", 2, attention_small, attention_weights});
-      per_virtual[g].push_back({WorkKind::MlpForward, WorkKind::MlpBackward, layer,
-                                shard(pc.mlp_block, pc.mlp_norm + mlp_row_bias), "mlp",
-                                mlp_weights, mlp_small, mlp_weights_each});
+      per_virtual[g].push_back(attention);
+      per_virtual[g].push_back(m.is_moe_layer(layer) ? moe : mlp);
+      per_virtual[g][per_virtual[g].size() - 2].layer = layer;
+      per_virtual[g].back().layer = layer;
     }
   }
   // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own

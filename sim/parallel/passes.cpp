@@ -53,7 +53,7 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       deps.push_back(bucket_gather);
     }
     if (unit.forward == WorkKind::AttentionForward) {
-      e_.alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
+      e_.alloc(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
     }
     if (unit.forward == WorkKind::HeadForward) {
       e_.alloc(MemCategory::Activations, logits_saved_, "logits");
@@ -108,8 +108,8 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
         deps.push_back(zero3_.gathers_before_hook());
       }
     }
-    if (full && unit.backward == WorkKind::MlpBackward) {
-      e_.alloc(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
+    if (full && (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
+      e_.alloc(MemCategory::Activations, layer_activations(unit.layer, true),
                "recomputed activations");
     }
     if (zs >= 2) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
@@ -129,9 +129,9 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
       }
     }
     if (unit.backward == WorkKind::AttentionBackward) {
-      e_.free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_), "activations");
+      e_.free_op(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
       if (full) {
-        e_.free_op(MemCategory::Activations, static_cast<Bytes>(activation_layer_full_),
+        e_.free_op(MemCategory::Activations, layer_activations(unit.layer, true),
                    "recomputed activations");
       }
     }

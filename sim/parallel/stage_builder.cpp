@@ -60,6 +60,14 @@ Template StageBuilder::build() {
   activation_layer_full_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
                                                       s_.parallel.sequence_parallel, Recompute::None,
                                                       s_.training.flash_attention);
+  if (m.is_moe()) {
+    activation_moe_layer_ = activation_bytes_per_layer(
+        m, s_.training.micro_batch_size, tp, s_.parallel.sequence_parallel, s_.parallel.recompute,
+        s_.training.flash_attention, true);
+    activation_moe_layer_full_ = activation_bytes_per_layer(
+        m, s_.training.micro_batch_size, tp, s_.parallel.sequence_parallel, Recompute::None,
+        s_.training.flash_attention, true);
+  }
   const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
   // The cross-entropy's logits, vocab-parallel over TP: what the framework's loss saves for
   // backward and what lives beside it in its forward and backward (framework_policy.h).

@@ -57,6 +57,13 @@ class StageBuilder {
   // recomputed in a full-recompute backward; the loss's logits (saved for backward, and the extra
   // during its forward and its backward); a TP collective's and a pipeline transfer's buffer.
   double activation_layer_ = 0, activation_layer_full_ = 0;
+  double activation_moe_layer_ = 0, activation_moe_layer_full_ = 0;  // an MoE layer's
+  // What layer `layer` keeps for its backward (`full`: without recomputation).
+  Bytes layer_activations(int layer, bool full) const {
+    const bool moe = s_.model.is_moe_layer(layer);
+    return static_cast<Bytes>(full ? (moe ? activation_moe_layer_full_ : activation_layer_full_)
+                                   : (moe ? activation_moe_layer_ : activation_layer_));
+  }
   Bytes logits_saved_ = 0, logits_forward_extra_ = 0, logits_backward_extra_ = 0;
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   std::int32_t last_compute_ = -1;

@@ -37,10 +37,14 @@ std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h,
   const bool full = s.parallel.recompute == Recompute::Full;
   switch (k) {
     case WorkKind::AttentionForward: return h.attention_forward_ops;
-    case WorkKind::MlpForward: return h.mlp_forward_ops;
+    // ASSUMPTION: an MoE block dispatches the dense MLP's ops; its router, top-k and token
+    // permutation ops are not counted (no source counts them).
+    case WorkKind::MlpForward:
+    case WorkKind::MoeForward: return h.mlp_forward_ops;
     case WorkKind::AttentionBackward:
       return h.attention_backward_ops + (full ? h.attention_forward_ops : 0);
     case WorkKind::MlpBackward:
+    case WorkKind::MoeBackward:
       return h.mlp_backward_ops + (full ? h.mlp_forward_ops + h.checkpoint_ops_per_layer : 0);
     default: return 0;
   }
@@ -56,7 +60,10 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold) {
   const HostPolicy host = framework_policy(s, 0).host;
   for (auto k : {WorkKind::EmbedForward, WorkKind::EmbedBackward, WorkKind::AttentionForward,
                  WorkKind::AttentionBackward, WorkKind::MlpForward, WorkKind::MlpBackward,
+                 WorkKind::MoeForward, WorkKind::MoeBackward,
                  WorkKind::HeadForward, WorkKind::HeadBackward}) {
+    const bool moe_kind = k == WorkKind::MoeForward || k == WorkKind::MoeBackward;
+    if (moe_kind && !s.model.is_moe()) continue;  // a dense model's plan has no MoE work
     work_of[static_cast<int>(k)] = static_cast<std::int32_t>(out.works.size());
     Work w{k, 0};
     w.host_ops = block_host_ops(s, host, k);

@@ -18,6 +18,7 @@ namespace zerosim {
 // optimizer states swapped from NVMe for ZeRO-Infinity) and copies over PCIe.
 enum class WorkKind : std::uint8_t {
   EmbedForward, EmbedBackward, AttentionForward, AttentionBackward, MlpForward, MlpBackward,
+  MoeForward, MoeBackward,  // the feed-forward block of an MoE layer
   HeadForward, HeadBackward, OptimizerStep, CpuOptimizerStep, HostToDevice, DeviceToHost,
   NvmeToDevice, Quantize, HostOverhead
 };

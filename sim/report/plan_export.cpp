@@ -18,6 +18,8 @@ const char* work_name(WorkKind k) {
     case WorkKind::AttentionBackward: return "attention_backward";
     case WorkKind::MlpForward: return "mlp_forward";
     case WorkKind::MlpBackward: return "mlp_backward";
+    case WorkKind::MoeForward: return "moe_forward";
+    case WorkKind::MoeBackward: return "moe_backward";
     case WorkKind::HeadForward: return "head_forward";
     case WorkKind::HeadBackward: return "head_backward";
     case WorkKind::OptimizerStep: return "optimizer_step";
@@ -58,9 +60,8 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
     throw InputError("--rank", "must be below the " + std::to_string(plan.num_ranks) +
                                    " ranks of the plan, got " + std::to_string(rank));
   }
-  const LayerWork layer = layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
-                                             s.parallel.sequence_parallel,
-                                             s.training.flash_attention);
+  const LayerWork layer = scenario_layer_work(s, false);
+  const LayerWork moe_layer = s.model.is_moe() ? scenario_layer_work(s, true) : LayerWork{};
   json doc;
   doc["format"] = "zerosim-plan/1";
   doc["scenario"] = s.resolved;
@@ -97,7 +98,7 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
         if (op.kind == OpKind::Compute) {
           const Work& w = sim.plan.works[op.work];
           o["work"] = work_name(w.kind);
-          const WorkKernels k = work_kernels(w.kind, s, layer);
+          const WorkKernels k = work_kernels(w.kind, s, is_moe_kind(w.kind) ? moe_layer : layer);
           o["gemms"] = gemms_json(gemm_launches(k));
           // Backward moves the block's elementwise traffic twice.
           if (k.elementwise_bytes) o["elementwise_bytes"] = *k.elementwise_bytes * k.passes;

@@ -96,6 +96,7 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
   j["nvme_bytes"] = s.cluster.host.nvme_bytes;
   j["fits_on_nvme"] = r.fits_on_nvme;
   j["model"] = {{"params", r.params}, {"flops_per_token", model_flops_per_token(s.model)}};
+  if (s.model.is_moe()) j["model"]["active_params"] = count_params(s.model).active;
   j["num_gpus"] = s.num_gpus();
   j["scenario"] = s.resolved;
   j["warnings"] = json::array();
@@ -108,7 +109,9 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
 std::string report_text(const Scenario& s, const StepReport& r, bool with_time) {
   std::ostringstream o;
   const auto& p = s.parallel;
-  o << "zerosim: " << s.model.name << " (" << fmt("%.2f", r.params / 1e9) << " B params) on "
+  o << "zerosim: " << s.model.name << " (" << fmt("%.2f", r.params / 1e9) << " B params"
+    << (s.model.is_moe() ? ", " + fmt("%.2f", count_params(s.model).active / 1e9) + " B active" : "")
+    << ") on "
     << s.cluster.nodes << " x " << s.cluster.preset << " (" << s.num_gpus() << " GPUs)\n";
   o << "  parallel: tp " << p.tp << ", pp " << p.pp << ", dp " << p.dp << ", ZeRO-"
     << s.zero.stage << (s.zero.overlap_comm ? " (overlap_comm)" : "") << "; micro-batch "

@@ -304,6 +304,13 @@ void add_training_keys(std::vector<KeySpec>& t) {
   t.push_back(bool_key("training.flash_attention", true, "fused attention without the s^2 matrix",
                        FIELD(training.flash_attention))
                   .in_cases("training.flash_attention"));
+  t.push_back(bool_key("training.moe_grouped_gemm", nullptr,
+                       "MoE layers: the experts' GEMMs as one grouped GEMM (Megatron "
+                       "--moe-grouped-gemm) instead of one launch per expert (default: true for "
+                       "megatron, false for deepspeed, fsdp and nanotron, which loop over the "
+                       "experts)",
+                       FIELD(training.moe_grouped_gemm))
+                  .in_cases("training.moe_grouped_gemm"));
 }
 
 void add_parallel_keys(std::vector<KeySpec>& t) {

@@ -92,6 +92,9 @@ void parallel_rules(Scenario& s, const Given& given) {
                                         std::to_string(m.ffn_hidden_size) + "), got " +
                                         std::to_string(p.tp));
   }
+  // Megatron-core's MoE runs its experts as a grouped GEMM; the others loop over them.
+  if (!given("training.moe_grouped_gemm"))
+    s.training.moe_grouped_gemm = s.parallel.framework == Framework::Megatron;
 }
 
 // Interleaving needs pp > 1 and Megatron's even split of layers; the schedule defaults to

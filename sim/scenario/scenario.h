@@ -61,6 +61,10 @@ struct TrainingConfig {
   std::int64_t gradient_accumulation_steps = 1;  // micro-batches per step per DP rank
   Precision precision = Precision::Bf16;
   bool flash_attention = true;
+  // The experts' GEMMs of an MoE layer run as one grouped GEMM (Megatron-core's
+  // --moe-grouped-gemm) rather than one launch per expert (DeepSpeed-MoE's and transformers'
+  // loop over the experts).
+  bool moe_grouped_gemm = false;
 };
 
 struct ParallelConfig {

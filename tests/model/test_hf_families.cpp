@@ -254,12 +254,12 @@ TEST(hfFields, LlamaAttentionAndMlpBiases) {
 
 TEST(hfFields, UnknownFieldsAreReportedNotDropped) {
   json cfg = config_json("llama-2-7b.json");
-  cfg["num_experts"] = 8;
+  cfg["attn_layer_period"] = 8;  // a field of another family (Jamba): unknown to Llama
   cfg["quantization_config"] = {{"bits", 4}};
   cfg["unused_but_null"] = nullptr;  // null is absent, as transformers reads it
   const Read r = read_json_config(cfg);
-  ASSERT_NE(warning_on(r, "num_experts"), nullptr) << all_warnings(r);
-  EXPECT_EQ(warning_on(r, "num_experts")->key_path, "hf.num_experts");
+  ASSERT_NE(warning_on(r, "attn_layer_period"), nullptr) << all_warnings(r);
+  EXPECT_EQ(warning_on(r, "attn_layer_period")->key_path, "hf.attn_layer_period");
   EXPECT_NE(warning_on(r, "quantization_config"), nullptr) << all_warnings(r);
   EXPECT_EQ(warning_on(r, "unused_but_null"), nullptr) << all_warnings(r);
   // A field another family reads is unknown to this one: Llama has no sliding window.

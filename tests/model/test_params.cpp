@@ -47,7 +47,13 @@ TEST(modelParams, PartsAddUp) {
   for (const auto& name : model_preset_names()) {
     const ModelSpec m = model_preset(name, "model");
     const ParamCounts c = count_params(m);
-    EXPECT_EQ(c.total, c.per_layer * m.num_layers + c.embedding + c.output + c.final_norm) << name;
+    // Dense and MoE layers (an MoE layer: the attention block and the MoE block).
+    const std::int64_t moe_layers = m.moe_layer_count();
+    EXPECT_EQ(c.total, c.per_layer * (m.num_layers - moe_layers) + c.moe_layer * moe_layers +
+                           c.embedding + c.output + c.final_norm)
+        << name;
+    EXPECT_EQ(c.moe_layer, m.is_moe() ? c.attention_block + c.moe_block : 0) << name;
+    EXPECT_EQ(c.active == c.total, !m.is_moe()) << name;
     EXPECT_EQ(c.output, m.tied_embeddings ? 0 : m.vocab_size * m.hidden_size) << name;
     // The token embedding is the largest single matrix of every preset.
     EXPECT_EQ(c.largest_module, m.vocab_size * m.hidden_size) << name;

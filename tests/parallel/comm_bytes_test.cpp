@@ -126,6 +126,24 @@ TEST_P(parallelCommBytes, DpBytesPerGpuMatchTheClosedForm) {
   EXPECT_EQ(sim.report.comm_bytes_per_gpu[2], 0);  // pp = 1
 }
 
+// An MoE model holds every expert: ZeRO moves all of their parameters. The tiny model with each
+// MLP replaced by 4 experts of width 64 (top 2) and a router: per layer the MoE block is the
+// router 64 x 4, 4 x (up 64 x 64 + 64, down 64 x 64 + 64) and its LayerNorm 128 = 33664, so
+// Φ = 72192 + 2 x (16768 + 33664) + 128 = 173184 (divisible by 8, as is each unit).
+TEST(parallelCommBytesMoe, EveryExpertIsReducedAndGathered) {
+  constexpr std::int64_t kMoePhi = 173184;
+  for (Variant v : {Variant::Stage0, Variant::Stage3NoReuse}) {
+    json doc = tiny_doc(8, zero_of(v), 2);
+    doc["model"]["moe"] = {{"num_experts", 4}, {"top_k", 2}, {"expert_ffn_hidden_size", 64}};
+    const Scenario s = resolve_scenario(doc);
+    ASSERT_EQ(count_params(s.model).total, kMoePhi);
+    const Simulation sim = simulate_step(s);
+    const double f = 2.0 * kMoePhi;
+    const double expected = multiple(v, 2) * f * 7 / 8;
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected) << variant_name(v);
+  }
+}
+
 std::vector<BytesCase> bytes_cases() {
   std::vector<BytesCase> out;
   for (Variant v :

@@ -1,0 +1,121 @@
+// The Mixture-of-Experts and latent-attention fields of a Hugging Face config.json, read as
+// transformers builds each model_type (the sparse block's modeling code of each family):
+//   mixtral     every layer MoE: num_local_experts experts of intermediate_size, top
+//               num_experts_per_tok, a router without bias (MixtralSparseMoeBlock);
+//   qwen2_moe   layer i is MoE when (i + 1) % decoder_sparse_step == 0 and it is not in
+//               mlp_only_layers: num_experts of moe_intermediate_size, a shared expert of
+//               shared_expert_intermediate_size with a [h -> 1] sigmoid gate;
+//   qwen3_moe   as qwen2_moe without the shared expert;
+//   deepseek_v2, deepseek_v3
+//               layers from first_k_dense_replace on are MoE: n_routed_experts of
+//               moe_intermediate_size, n_shared_experts of the same width as one shared MLP;
+//               DeepSeek's own modeling_deepseek.py also requires i % moe_layer_freq == 0
+//               (transformers ignores the field; every published config has 1);
+//   gpt_oss     every layer MoE: num_local_experts experts of intermediate_size with biases, a
+//               router with a bias.
+// Routing numerics (softmax or sigmoid scores, group-limited top-k, the scaling factor, the
+// auxiliary loss coefficients, top-k renormalisation) change no parameter and no GEMM: they are
+// in hf_config.cpp's cost-free list.
+#include <string>
+#include <vector>
+
+#include "sim/model/hf_reader.h"
+
+namespace zerosim::model_detail {
+
+bool is_moe_field(const std::string& key) {
+  static const std::vector<std::string> fields = {
+      "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+      "experts_per_token", "moe_intermediate_size", "shared_expert_intermediate_size",
+      "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
+      "expert_interval", "mlp_only_layers", "moe_num_experts", "moe_top_k"};
+  return contains(fields, key);
+}
+
+void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings) {
+  const std::string& type = c.type();
+  MoeSpec& e = m.moe;
+  std::string used;
+  if (type == "mixtral" || type == "gpt_oss") {
+    // Class defaults: MixtralConfig 8 experts, top 2; GptOssConfig 128 experts, top 4.
+    e.num_experts = c.int_or("num_local_experts", type == "mixtral" ? 8 : 128);
+    const json* k = c.get_any({"num_experts_per_tok", "experts_per_token"}, used);
+    e.top_k = k ? read_int(*k, c.path(used)) : (type == "mixtral" ? 2 : 4);
+    e.expert_ffn_hidden_size = m.ffn_hidden_size;  // intermediate_size is the expert's
+    e.router_bias = type == "gpt_oss";
+    return;
+  }
+  if (type == "qwen2_moe" || type == "qwen3_moe") {
+    const bool qwen2 = type == "qwen2_moe";
+    // Qwen2MoeConfig / Qwen3MoeConfig defaults: 60 / 128 experts, top 4 / 8, width 1408 / 768.
+    e.num_experts = c.int_or("num_experts", qwen2 ? 60 : 128);
+    e.top_k = c.int_or("num_experts_per_tok", qwen2 ? 4 : 8);
+    e.expert_ffn_hidden_size = c.int_or("moe_intermediate_size", qwen2 ? 1408 : 768);
+    if (qwen2) {
+      e.shared_ffn_hidden_size = c.int_or("shared_expert_intermediate_size", 5632);
+      e.shared_expert_gate = e.shared_ffn_hidden_size > 0;
+    }
+    // expert_interval: the name of the first Qwen1.5-MoE configs for decoder_sparse_step.
+    const json* step = c.get_any({"decoder_sparse_step", "expert_interval"}, used);
+    const std::int64_t every = step ? read_int(*step, c.path(used)) : 1;
+    e.first_layer = every - 1;  // (i + 1) % every == 0
+    e.layer_freq = every;
+    if (e.num_experts == 0) {  // num_experts 0: every layer has the dense MLP
+      e = MoeSpec{};
+      return;
+    }
+    if (const json* dense = c.get("mlp_only_layers");
+        dense && !(dense->is_array() && dense->empty()))
+      throw InputError(c.path("mlp_only_layers"),
+                       "dense layers listed one by one are not simulated (zerosim places MoE "
+                       "layers every decoder_sparse_step layers); allowed: []");
+    return;
+  }
+  // deepseek_v2, deepseek_v3. Class defaults: DeepseekV2Config 64 routed and 2 shared experts,
+  // first_k_dense_replace 0; DeepseekV3Config 256 and 1, first_k_dense_replace 3, top 8.
+  const bool v3 = type == "deepseek_v3";
+  e.num_experts = c.int_or("n_routed_experts", v3 ? 256 : 64);
+  const json* k = c.get("num_experts_per_tok");
+  if (!k && !v3)
+    throw InputError(c.path("num_experts_per_tok"),
+                     "missing; DeepseekV2Config has no default for the experts per token");
+  e.top_k = k ? read_int(*k, c.path("num_experts_per_tok")) : 8;
+  e.expert_ffn_hidden_size = c.required({"moe_intermediate_size"}, used);
+  const std::int64_t shared = c.int_or("n_shared_experts", v3 ? 1 : 2);
+  e.shared_ffn_hidden_size = shared * e.expert_ffn_hidden_size;
+  const json* first = c.get("first_k_dense_replace");
+  const std::int64_t dense = first ? read_int(*first, c.path("first_k_dense_replace"), 0) : (v3 ? 3 : 0);
+  e.layer_freq = c.int_or("moe_layer_freq", 1);
+  // The first layer at or after the dense ones that moe_layer_freq divides.
+  e.first_layer = (dense + e.layer_freq - 1) / e.layer_freq * e.layer_freq;
+  if (e.layer_freq != 1)
+    c.warn(warnings, "moe_layer_freq",
+           "DeepSeek's modeling_deepseek.py makes only every " + std::to_string(e.layer_freq) +
+               "-th layer MoE, transformers every layer after first_k_dense_replace; zerosim "
+               "follows DeepSeek's code");
+  if (const json* mtp = c.get("num_nextn_predict_layers"); mtp && read_int(*mtp, c.path("num_nextn_predict_layers"), 0) > 0)
+    c.warn(warnings, "num_nextn_predict_layers",
+           "the multi-token-prediction module (DeepSeek-V3's extra layer, about 14B parameters "
+           "in V3) is not simulated: neither its parameters nor its step are counted");
+}
+
+void read_hf_mla(HfConfig& c, ModelSpec& m) {
+  MlaSpec& a = m.mla;
+  std::string used;
+  // DeepseekV2Config / V3Config defaults: q_lora_rank 1536 (null: queries projected directly,
+  // V2-Lite), kv_lora_rank 512, head widths 128 (no rotary), 64 (rotary) and 128 (values).
+  const json* q = c.get("q_lora_rank");
+  a.q_lora_rank = q ? read_int(*q, c.path("q_lora_rank")) : (c.has("q_lora_rank") ? 0 : 1536);
+  a.kv_lora_rank = c.int_or("kv_lora_rank", 512);
+  a.qk_nope_head_dim = c.int_or("qk_nope_head_dim", 128);
+  a.qk_rope_head_dim = c.int_or("qk_rope_head_dim", 64);
+  a.v_head_dim = c.int_or("v_head_dim", 128);
+  // MLA decompresses keys and values per head: num_key_value_heads (equal to the heads in every
+  // DeepSeek config) and head_dim (transformers 5 sets it to qk_rope_head_dim) do not apply.
+  c.get("num_key_value_heads");
+  c.get("head_dim");
+  m.num_kv_heads = m.num_attention_heads;
+  m.attention_head_dim = 0;
+}
+
+}  // namespace zerosim::model_detail

@@ -1,0 +1,273 @@
+// Mixture-of-Experts and latent-attention models: transcribed Hugging Face configs
+// (tests/model/hf_configs/, with their provenance in its README.md) must give the total and the
+// active parameter counts their publishers state, and the per-token FLOPs and the per-layer work
+// of an MoE layer must follow from closed forms written out here.
+//
+// Tolerances: totals within half a unit of the last digit the source gives ("46.7B": +-0.05B;
+// "141B": +-0.5B). Active counts within one unit: their publishers do not say how they round
+// (Qwen3-30B-A3B's 3.35B is written "3.3B").
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/model/model.h"
+
+namespace zerosim {
+namespace {
+
+struct Read {
+  ModelSpec m;
+  std::vector<InputWarning> warnings;
+};
+
+Read read_config(const std::string& file) {
+  Read r;
+  r.m = model_from_json(std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/" + file,
+                        "model", &r.warnings);
+  return r;
+}
+
+std::string all_warnings(const Read& r) {
+  std::string out;
+  for (const InputWarning& w : r.warnings) out += w.key_path + ": " + w.message + "\n";
+  return out;
+}
+
+bool warned_on(const Read& r, const std::string& key) {
+  for (const InputWarning& w : r.warnings)
+    if (w.key_path.size() > key.size() &&
+        w.key_path.compare(w.key_path.size() - key.size() - 1, key.size() + 1, "." + key) == 0)
+      return true;
+  return false;
+}
+
+struct Published {
+  const char* file;
+  double total, active, unit;  // billions; unit: of the last digit given
+  bool active_counts_input_embedding;
+  const char* source;
+};
+
+// Total and active parameters as their publishers state them. "Active": the parameters a token
+// passes through; Mistral and Qwen count the input embedding among them (Mixtral 8x7B's 12.9B
+// holds both of its 131M tables; without the input one it would be 12.75B), DeepSeek's figures
+// match the count without it, as OpenAI's gpt-oss table states outright (below): a lookup
+// multiplies no weight.
+const Published kPublished[] = {
+    {"mixtral-8x7b-v0.1.json", 46.7, 12.9, 0.1, true,
+     "Mistral AI, 'Mixtral of experts' (2023-12-11): 46.7B total, 12.9B per token"},
+    {"mixtral-8x22b-v0.1.json", 141, 39, 1, true,
+     "Mistral AI, 'Cheaper, Better, Faster, Stronger' (2024-04-17): 141B, 39B active"},
+    {"qwen1.5-moe-a2.7b.json", 14.3, 2.7, 0.1, true,
+     "Qwen team, 'Qwen1.5-MoE: Matching 7B Model Performance with 1/3 Activated Parameters' "
+     "(2024-03-28): 14.3B total, 2.7B activated"},
+    {"qwen2-57b-a14b.json", 57, 14, 1, true,
+     "Yang et al. 2024, Qwen2 technical report (arXiv:2407.10671), Table 1: 57B, 14B activated"},
+    {"qwen3-30b-a3b.json", 30.5, 3.3, 0.1, true,
+     "Qwen/Qwen3-30B-A3B model card: 30.5B parameters, 3.3B activated"},
+    {"qwen3-235b-a22b.json", 235, 22, 1, true,
+     "Qwen/Qwen3-235B-A22B model card: 235B parameters, 22B activated"},
+    {"deepseek-v2.json", 236, 21, 1, false,
+     "DeepSeek-AI 2024, DeepSeek-V2 (arXiv:2405.04434), abstract: 236B total, 21B activated"},
+    {"deepseek-v2-lite.json", 15.7, 2.4, 0.1, false,
+     "DeepSeek-V2 paper, Appendix B (DeepSeek-V2-Lite): 15.7B total, 2.4B activated"},
+    {"deepseek-v3.json", 671, 37, 1, false,
+     "DeepSeek-AI 2024, DeepSeek-V3 technical report (arXiv:2412.19437), abstract: 671B total, "
+     "37B activated (the 14B multi-token-prediction module apart)"},
+};
+
+TEST(moeModels, TotalAndActiveParametersMatchThePublishedCounts) {
+  for (const Published& p : kPublished) {
+    const Read r = read_config(p.file);
+    const ParamCounts c = count_params(r.m);
+    const std::int64_t active = c.active - (p.active_counts_input_embedding ? 0 : c.embedding);
+    EXPECT_NEAR(static_cast<double>(c.total) / 1e9, p.total, p.unit / 2) << p.file << ": " << p.source;
+    EXPECT_NEAR(static_cast<double>(active) / 1e9, p.active, p.unit) << p.file << ": " << p.source;
+    EXPECT_TRUE(r.m.is_moe()) << p.file;
+  }
+}
+
+// mistralai/Mixtral-8x7B-v0.1: 46,702,792,704 parameters (the checkpoint's safetensors metadata on
+// the Hub), every layer MoE with 8 experts of 14336, top 2.
+TEST(moeModels, Mixtral8x7bExactly) {
+  const Read r = read_config("mixtral-8x7b-v0.1.json");
+  EXPECT_EQ(count_params(r.m).total, 46'702'792'704);
+  EXPECT_EQ(r.m.moe_layer_count(), 32);
+  ASSERT_EQ(r.warnings.size(), 1u) << all_warnings(r);  // only the training length
+  EXPECT_TRUE(warned_on(r, "seq_length")) << all_warnings(r);
+}
+
+// OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925), Table 1: total
+// 116.83B / 20.91B; active 5.13B / 3.61B, counted without the input embedding (201088 x 2880).
+// Router and experts have biases, each attention layer a sink logit per head; the 128-token
+// window is in every other layer (simulated as full attention, with a warning).
+TEST(moeModels, GptOssMatchesItsModelCardTable) {
+  struct Case {
+    const char* file;
+    double total, active;
+  };
+  for (const Case& g : {Case{"gpt-oss-120b.json", 116.83, 5.13}, Case{"gpt-oss-20b.json", 20.91, 3.61}}) {
+    const Read r = read_config(g.file);
+    const ParamCounts c = count_params(r.m);
+    EXPECT_NEAR(static_cast<double>(c.total) / 1e9, g.total, 0.005) << g.file;
+    EXPECT_NEAR(static_cast<double>(c.active - c.embedding) / 1e9, g.active, 0.005) << g.file;
+    EXPECT_TRUE(r.m.moe.router_bias && r.m.mlp_bias && r.m.attention_sinks) << g.file;
+    EXPECT_TRUE(warned_on(r, "layer_types")) << all_warnings(r);
+  }
+}
+
+// DeepSeek-V3: 3 dense layers then 58 MoE layers; MLA; the multi-token-prediction module is not
+// counted and the reader says so.
+TEST(moeModels, DeepSeekV3LayersAndMla) {
+  const Read r = read_config("deepseek-v3.json");
+  EXPECT_EQ(r.m.moe_layer_count(), 58);
+  EXPECT_FALSE(r.m.is_moe_layer(2));
+  EXPECT_TRUE(r.m.is_moe_layer(3));
+  EXPECT_TRUE(r.m.is_mla());
+  EXPECT_EQ(r.m.num_kv_heads, r.m.num_attention_heads);
+  EXPECT_TRUE(warned_on(r, "num_nextn_predict_layers")) << all_warnings(r);
+  // MLA's attention per layer, from DeepSeek-V2 Sec. 2.1 with h = 7168, 128 heads,
+  // d_c' = 1536, d_c = 512, d_h = 128 (no rotary), d_h^R = 64, values 128: W^DQ, its norm, W^UQ
+  // (queries and their rotary part), W^DKV and W^KR together, its norm, W^UK and W^UV, W^O, and
+  // the layer's two RMSNorms.
+  const std::int64_t h = 7168, heads = 128;
+  const std::int64_t mla = h * 1536 + 1536 + 1536 * heads * (128 + 64) + h * (512 + 64) + 512 +
+                           512 * heads * (128 + 128) + heads * 128 * h;
+  EXPECT_EQ(count_params(r.m).attention_block, mla + h);
+}
+
+// A dense model_type never reads an MoE config as a dense model: an expert field is an error.
+TEST(moeModels, AnExpertFieldInADenseConfigIsAnError) {
+  nlohmann::json cfg = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 4096,
+      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
+      "num_local_experts": 8, "num_experts_per_tok": 2})");
+  try {
+    model_from_hf_config(cfg, "model");
+    FAIL() << "an MoE field in a mistral config was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "model.num_experts_per_tok");
+    EXPECT_NE(std::string(e.what()).find("mixtral"), std::string::npos) << e.what();
+  }
+}
+
+// Per-token model FLOPs of an MoE model, written out: 6 x (the weights a token multiplies, an
+// expert's counted top_k times, the router's once) + the attention core, 12 x l x s x h (causal
+// square counted in full, as for dense models) + 6 x the logits' h x V.
+TEST(moeModels, FlopsPerTokenCountTheActiveExpertsOnly) {
+  ModelSpec m = model_preset("llama2-7b", "model");
+  m.moe.num_experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden_size = 1024;
+  const double h = 4096, l = 32, s = 4096, V = 32000;
+  const double attention_weights = 4 * h * h;
+  const double per_token_weights = attention_weights + 2 * 3 * h * 1024 + h * 8;  // top 2, router
+  const double expected = 6 * l * per_token_weights + 12 * l * s * h + 6 * h * V;
+  EXPECT_NEAR(model_flops_per_token(m) / expected, 1.0, 1e-12);
+
+  // Every other layer MoE (from layer 1): the rest dense, at ffn_hidden_size 11008.
+  m.moe.first_layer = 1;
+  m.moe.layer_freq = 2;
+  const double dense_weights = attention_weights + 3 * h * 11008;
+  const double mixed = 6 * 16 * per_token_weights + 6 * 16 * dense_weights + 12 * l * s * h + 6 * h * V;
+  EXPECT_EQ(m.moe_layer_count(), 16);
+  EXPECT_NEAR(model_flops_per_token(m) / mixed, 1.0, 1e-12);
+}
+
+// An MoE layer's GEMMs on a TP rank: each expert gets tokens x top_k / experts rows (balanced),
+// its gate+up split by columns and its down by rows; the router is whole on every rank.
+TEST(moeModels, ExpertGemmsSplitTokensByRoutingAndWidthsByTp) {
+  ModelSpec m = model_preset("llama2-7b", "model");
+  m.moe.num_experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden_size = 1024;
+  const LayerWork w = layer_forward_work(m, 2, 4, true, true, true);
+  const std::int64_t tokens = 2 * 4096;
+  double expert_flops = 0, router_flops = 0;
+  for (std::size_t i = w.attention_gemms; i < w.gemms.size(); ++i) {
+    const Gemm& g = w.gemms[i];
+    if (g.name == "router") {
+      EXPECT_EQ(g.m, tokens);
+      EXPECT_EQ(g.n, 8);
+      router_flops += g.flops();
+    } else {
+      EXPECT_EQ(g.m, tokens * 2 / 8) << g.name;
+      EXPECT_EQ(g.count, 8) << g.name;
+      expert_flops += g.flops();
+    }
+  }
+  EXPECT_DOUBLE_EQ(router_flops, 2.0 * tokens * 4096 * 8);
+  // Every routed token's top_k experts, 3 matrices of h x 1024, over 4 TP ranks.
+  EXPECT_DOUBLE_EQ(expert_flops, 2.0 * tokens * 2 * 3 * 4096 * 1024 / 4);
+  // A dense layer of the same model has the dense MLP.
+  const LayerWork dense = layer_forward_work(m, 2, 4, true, true, false);
+  EXPECT_EQ(dense.gemms.size(), dense.attention_gemms + 2);
+}
+
+// Activations of an MoE layer (Korthikanti et al.'s rules, model.cpp): with experts as wide as the
+// dense MLP and top_k = 1 of 1 expert, the layer keeps the dense layer's activations plus the
+// routing's own: the permuted tokens and the experts' outputs (2 x 2 bytes x s x b x h) and
+// the router's fp32 probabilities (4 bytes per token and expert).
+TEST(moeModels, OneExpertLayerKeepsTheDenseActivationsPlusTheRouting) {
+  ModelSpec m = model_preset("llama2-7b", "model");
+  m.moe.num_experts = 1;
+  m.moe.top_k = 1;
+  m.moe.expert_ffn_hidden_size = m.ffn_hidden_size;
+  const double sbh = 2.0 * 4096 * 4096;
+  const double dense = activation_bytes_per_layer(m, 2, 1, false, Recompute::None, true, false);
+  const double moe = activation_bytes_per_layer(m, 2, 1, false, Recompute::None, true, true);
+  EXPECT_DOUBLE_EQ(moe - dense, 4.0 * sbh + 4.0 * 2 * 4096);
+}
+
+// The inline form carries the experts and MLA, and the echo of every MoE config reads back.
+TEST(moeModels, InlineEchoReadsBack) {
+  for (const Published& p : kPublished) {
+    const Read r = read_config(p.file);
+    EXPECT_EQ(model_from_json(model_to_json(r.m), "model"), r.m) << model_to_json(r.m).dump();
+  }
+  const nlohmann::json bad = nlohmann::json::parse(
+      R"({"preset": "llama2-7b", "moe": {"num_experts": 8, "top_k": 9, "expert_ffn_hidden_size": 1024}})");
+  try {
+    model_from_json(bad, "model");
+    FAIL() << "top_k above num_experts was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "model.moe.top_k");
+  }
+  const nlohmann::json typo = nlohmann::json::parse(
+      R"({"preset": "llama2-7b", "moe": {"num_expert": 8}})");
+  try {
+    model_from_json(typo, "model");
+    FAIL() << "an unknown moe key was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "model.moe.num_expert");
+    EXPECT_NE(std::string(e.what()).find("num_experts"), std::string::npos);
+  }
+}
+
+
+// Each MoE preset is the architecture its config.json describes: the same parameters, layers and
+// experts (names, sources and training lengths aside).
+TEST(moeModels, PresetsEqualTheirConfigs) {
+  struct Case {
+    const char* preset;
+    const char* file;
+  };
+  for (const Case& c : {Case{"mixtral-8x7b", "mixtral-8x7b-v0.1.json"},
+                        Case{"mixtral-8x22b", "mixtral-8x22b-v0.1.json"},
+                        Case{"deepseek-v3", "deepseek-v3.json"},
+                        Case{"qwen3-235b-a22b", "qwen3-235b-a22b.json"},
+                        Case{"gpt-oss-120b", "gpt-oss-120b.json"}}) {
+    ModelSpec preset = model_preset(c.preset, "model");
+    ModelSpec config = read_config(c.file).m;
+    config.name = preset.name;
+    config.source = preset.source;
+    config.seq_length = preset.seq_length;
+    EXPECT_EQ(model_to_json(preset), model_to_json(config)) << c.preset;
+    EXPECT_EQ(count_params(preset).total, count_params(config).total) << c.preset;
+  }
+}
+
+}  // namespace
+}  // namespace zerosim
