@@ -16,7 +16,8 @@ std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
 
 LayerWork scenario_layer_work(const Scenario& s, bool moe) {
   return layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
-                            s.parallel.sequence_parallel, s.training.flash_attention, moe);
+                            s.parallel.sequence_parallel, s.training.flash_attention, moe,
+                            s.parallel.ep, s.training.moe_load_imbalance);
 }
 
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer) {

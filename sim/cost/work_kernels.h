@@ -28,8 +28,8 @@ struct WorkKernels {
   double once_bytes = 0;
 };
 
-// The forward work of one layer of the scenario (its micro-batch, TP and attention settings): an
-// MoE layer's with `moe`, else a dense layer's.
+// The forward work of one layer of the scenario (its micro-batch, TP, attention, expert
+// parallelism and routing imbalance): an MoE layer's with `moe`, else a dense layer's.
 LayerWork scenario_layer_work(const Scenario& s, bool moe);
 // Whether a Work of kind `kind` is a block of an MoE layer (its layer is scenario_layer_work's
 // MoE layer).

@@ -1,5 +1,6 @@
 // Parameter counts, per-layer GEMM work and activation memory of a transformer (see model.h).
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/core/error.h"
@@ -240,19 +241,27 @@ namespace {
 // columns (n), a row-parallel one its input rows (k); an expert sees its balanced share of the
 // routed tokens, ceil(tokens x top_k / num_experts).
 void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std::int64_t tokens,
-                std::int64_t tp) {
+                std::int64_t tp, std::int64_t ep, double load_imbalance) {
   for (const Linear& l : b.linears) {
-    const std::int64_t rows =
-        l.routed ? (tokens * m.moe.top_k + m.moe.num_experts - 1) / m.moe.num_experts : tokens;
+    std::int64_t rows = tokens, copies = l.copies;
+    if (l.routed) {
+      // In 128 bits: tokens x top_k x ep may pass 2^63 for inputs validation allows.
+      const __int128 routed = static_cast<__int128>(tokens) * m.moe.top_k * ep;
+      rows = static_cast<std::int64_t>((routed + m.moe.num_experts - 1) / m.moe.num_experts);
+      if (load_imbalance != 1.0)
+        rows = static_cast<std::int64_t>(std::ceil(static_cast<double>(rows) * load_imbalance));
+      copies = l.copies / ep;
+    }
     out.push_back({l.name, rows, l.split == TpSplit::Column ? l.out / tp : l.out,
-                   l.split == TpSplit::Row ? l.in / tp : l.in, l.copies, l.routed});
+                   l.split == TpSplit::Row ? l.in / tp : l.in, copies, l.routed});
   }
 }
 
 }  // namespace
 
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                             bool sequence_parallel, bool flash_attention, bool moe_layer) {
+                             bool sequence_parallel, bool flash_attention, bool moe_layer,
+                             std::int64_t ep, double load_imbalance) {
   check_parallel(m, micro_batch, tp);
   const std::int64_t h = m.hidden_size;
   const std::int64_t q = m.q_width();
@@ -260,14 +269,18 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   const std::int64_t f = m.ffn_hidden_size;
   const std::int64_t tokens = micro_batch * m.seq_length;  // GEMM m dimension
   const bool moe = moe_layer && m.is_moe();
+  if (moe && (ep < 1 || m.moe.num_experts % ep != 0))
+    throw InputError("parallel.ep", "must divide model.moe.num_experts (" +
+                                        std::to_string(m.moe.num_experts) + "), got " +
+                                        std::to_string(ep));
 
   LayerWork w;
   // Megatron TP: QKV and MLP up (+gate, fused) are column-parallel (n split), the attention
   // output projection and MLP down are row-parallel (k split). With sequence parallelism the
   // inputs are all-gathered first, so the GEMM shapes are the same.
-  push_gemms(w.gemms, m, attention_block(m), tokens, tp);
+  push_gemms(w.gemms, m, attention_block(m), tokens, tp, 1, 1.0);
   w.attention_gemms = w.gemms.size();
-  push_gemms(w.gemms, m, mlp_block(m, moe), tokens, tp);
+  push_gemms(w.gemms, m, mlp_block(m, moe), tokens, tp, ep, load_imbalance);
 
   // QK^T ([s x d] x [d x s]) and AV ([s x s] x [s x d]) per head and sample: 2 * 2*s*s*d each,
   // so 4*b*s^2*q over all heads (q = heads x d), split across TP ranks by heads. The causal

@@ -186,10 +186,13 @@ struct LayerWork {
   double elementwise_bytes = 0;     // HBM bytes moved by norms, activation, softmax, dropout, residual
   double flops() const;             // total forward FLOPs
 };
-// `moe_layer`: the work of an MoE layer (its experts get balanced shares of the routed tokens,
-// ceil(tokens x top_k / num_experts) each), else of a dense one.
+// `moe_layer`: the work of an MoE layer, else of a dense one. Its experts get balanced shares of
+// the routed tokens, ceil(tokens x top_k / num_experts) each; with expert parallelism of degree
+// `ep` a rank holds num_experts / ep of them, each fed by the ep ranks of its group (ep times
+// the share); `load_imbalance` >= 1 scales the share to the busiest expert's.
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                             bool sequence_parallel, bool flash_attention, bool moe_layer = false);
+                             bool sequence_parallel, bool flash_attention, bool moe_layer = false,
+                             std::int64_t ep = 1, double load_imbalance = 1.0);
 
 // Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch:
 // 2 * b * s * h * vocab, the whole layer (not divided by TP).

@@ -7,7 +7,7 @@
 namespace zerosim::plan_detail {
 
 void GradientReducer::begin_backward(bool accumulating) {
-  bucket_elements_ = 0;
+  bucket_elements_ = expert_bucket_elements_ = 0;
   last_reduction_ = prev_reduction_ = older_reduction_ = -1;
   accumulating_ = accumulating;
   setup_buckets(accumulating);
@@ -43,7 +43,39 @@ void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_
   bucket_elements_ += params;
 }
 
+void GradientReducer::expert_gradients_ready(std::int64_t params, std::int32_t produced_by) {
+  const std::int64_t limit = g_.bucket_limit;
+  if (g_.rule == BucketRule::CloseAtCap) {
+    expert_bucket_elements_ += params;
+    if (expert_bucket_elements_ >= limit) flush_experts(produced_by);
+    return;
+  }
+  if (expert_bucket_elements_ + params > limit && expert_bucket_elements_ > 0) {
+    flush_experts(produced_by);
+  }
+  expert_bucket_elements_ += params;
+}
+
+void GradientReducer::flush_experts(std::int32_t produced_by) {
+  if (expert_bucket_elements_ == 0) return;
+  std::vector<std::int32_t> deps;
+  if (produced_by >= 0) deps.push_back(produced_by);
+  last_reduction_ = e_.collective(Peer::Edp, g_.collective,
+                                  g_.reduce_bytes_per_element * expert_bucket_elements_, g_.stream,
+                                  "expert " + g_.collective_name + " #" +
+                                      std::to_string(expert_bucket_count_),
+                                  deps);
+  ++expert_bucket_count_;
+  expert_bucket_elements_ = 0;
+}
+
 void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_by) {
+  if (const std::int64_t experts = reduced_as_experts(u); experts > 0) {
+    // (Expert parallelism runs with stages 0-2, which hook a unit's gradients as one.)
+    expert_gradients_ready(experts, produced_by);
+    gradient_ready(u.params - experts, produced_by);
+    return;
+  }
   if (!g_.per_tensor_hooks || u.weights.empty()) {
     gradient_ready(u.params, produced_by);
     return;
@@ -145,6 +177,7 @@ void GradientReducer::per_parameter_reduce(const Unit& u, std::int32_t produced_
 }
 
 void GradientReducer::end_backward(std::int32_t last_backward, bool last_of_step) {
+  flush_experts(last_backward);
   flush(last_backward);
   const Stream stream = g_.stream;
   if (last_of_step && g_.replicas == ReplicaReduce::OncePerStep && last_reduction_ >= 0) {
@@ -169,7 +202,11 @@ void GradientReducer::reduce_after_flush(const std::vector<std::vector<Unit>>& c
                                          std::int32_t after) {
   setup_buckets(true);
   for (const auto& chunk_units : chunks) {
-    for (const Unit& unit : chunk_units) gradient_ready(unit.params, after);
+    for (const Unit& unit : chunk_units) {
+      const std::int64_t experts = reduced_as_experts(unit);
+      if (experts > 0) expert_gradients_ready(experts, after);
+      gradient_ready(unit.params - experts, after);
+    }
   }
   end_backward(after, true);
 }

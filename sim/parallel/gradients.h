@@ -38,12 +38,22 @@ class GradientReducer {
   // compute stream (Megatron's finalize_model_grads / DeepSpeed's reduce_gradients).
   void reduce_after_flush(const std::vector<std::vector<Unit>>& chunks, std::int32_t after);
 
+  // With expert parallelism: the routed experts' gradients, in buckets of their own (Megatron's
+  // expert buffers, DeepSpeed-MoE's expert parameter groups) reduced over the
+  // expert-data-parallel group with the framework's collective; no throttle.
+  void expert_gradients_ready(std::int64_t params, std::int32_t produced_by);
+
   // The op after which the last reduction of the step is done (-1: none).
   std::int32_t final_reduction() const { return final_reduction_; }
 
  private:
   void setup_buckets(bool accumulating);
   void flush(std::int32_t produced_by);
+  void flush_experts(std::int32_t produced_by);
+  // Of a unit's parameters, those reduced over the expert-data-parallel group.
+  std::int64_t reduced_as_experts(const Unit& u) const {
+    return s_.parallel.ep > 1 ? u.expert_params : 0;
+  }
   void flush_elements(std::int64_t elements, std::int32_t produced_by);
   std::int32_t reduce_bucket(std::int64_t elements, const std::string& name,
                              const std::vector<std::int32_t>& deps);
@@ -55,8 +65,8 @@ class GradientReducer {
   int dp_subgroup_;
   Offload& offload_;
 
-  std::int64_t bucket_elements_ = 0;
-  int bucket_count_ = 0;
+  std::int64_t bucket_elements_ = 0, expert_bucket_elements_ = 0;
+  int bucket_count_ = 0, expert_bucket_count_ = 0;
   std::int32_t last_reduction_ = -1, prev_reduction_ = -1, older_reduction_ = -1;
   std::int32_t final_reduction_ = -1;
   bool accumulating_ = false;

@@ -23,13 +23,14 @@ namespace {
 Unit block_unit(const Block& b, std::int64_t tp, WorkKind forward, WorkKind backward,
                 const char* label) {
   Unit u{forward, backward, -1, 0, label, 0, b.replicated_tensors, {}};
-  std::int64_t split = 0, replicated = b.replicated_params;
+  std::int64_t split = 0, replicated = b.replicated_params, experts = 0;
   for (const Linear& l : b.linears) {
     const bool whole = l.split == TpSplit::Replicated;
     const std::int64_t weight = l.copies * l.in * l.out;
     const std::int64_t bias = l.bias ? l.copies * l.out : 0;
     (whole ? replicated : split) += weight;
     (whole || l.split == TpSplit::Row ? replicated : split) += bias;
+    if (l.routed) experts += (whole ? weight : ceil_div(weight, tp)) + bias;
     // Each stored tensor of each copy is a module weight DeepSpeed's stage 3 fetches.
     const std::int64_t tensor = l.in * l.out / l.tensors;
     for (std::int64_t c = 0; c < l.copies * l.tensors; ++c)
@@ -38,6 +39,7 @@ Unit block_unit(const Block& b, std::int64_t tp, WorkKind forward, WorkKind back
   }
   u.big_tensors = static_cast<int>(u.weights.size());
   u.params = ceil_div(split, tp) + replicated;
+  u.expert_params = experts;
   return u;
 }
 
@@ -68,7 +70,11 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   const Unit attention = block_unit(attention_block(m), tp, WorkKind::AttentionForward,
                                     WorkKind::AttentionBackward, "attention");
   const Unit mlp = block_unit(mlp_block(m, false), tp, WorkKind::MlpForward, WorkKind::MlpBackward, "mlp");
-  const Unit moe = m.is_moe() ? block_unit(mlp_block(m, true), tp, WorkKind::MoeForward,
+  // With expert parallelism a rank holds num_experts / ep of the routed experts.
+  Block moe_block = m.is_moe() ? mlp_block(m, true) : Block{};
+  for (Linear& l : moe_block.linears)
+    if (l.routed) l.copies /= par.ep;
+  const Unit moe = m.is_moe() ? block_unit(moe_block, tp, WorkKind::MoeForward,
                                            WorkKind::MoeBackward, "moe")
                               : Unit{};
   int layer = 0;

@@ -25,6 +25,9 @@ struct Unit {
   // the output projection; the MLP's two or three linears; a table): the nn.Modules DeepSpeed's
   // stage 3 hooks fetch one by one. The unit's other parameters are its small tensors.
   std::vector<std::int64_t> weights;
+  // Of `params`, the routed experts this rank holds: with expert parallelism their gradients are
+  // reduced, and their optimizer states partitioned, over the expert-data-parallel group.
+  std::int64_t expert_params = 0;
 };
 
 // The elements of a unit's small tensors: its parameters outside its modules' weights.

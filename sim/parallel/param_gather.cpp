@@ -8,13 +8,22 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
   const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp;
   const Peer peer = shards ? Peer::DpShard : Peer::Dp;
   if (policy_.params.gather_after_step) {
+    // With expert parallelism the experts' partition is gathered over the expert-data-parallel
+    // group, the rest of the partition over the DP group.
+    const std::int64_t experts = info_.expert_partition;
+    const std::int64_t partition = info_.dp_partition - experts;
     // (nanotron returns before gathering over a single rank.)
     const Bytes flat =
-        policy_.memory.flat_param_gather && dp > 1 ? 2 * info_.dp_partition * (dp + 1) : 0;
+        policy_.memory.flat_param_gather && dp > 1 ? 2 * partition * (dp + 1) : 0;
     if (flat > 0) e_.alloc(MemCategory::Buffers, flat, "param gather flat copies", stream);
-    e_.collective(peer, CollectiveKind::AllGather, 2 * info_.dp_partition * dp, stream,
+    e_.collective(peer, CollectiveKind::AllGather, 2 * partition * dp, stream,
                   "param all_gather", {after});
     if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "param gather flat copies", stream);
+    if (experts > 0) {
+      const std::int64_t edp = s_.parallel.dp / s_.parallel.ep;
+      e_.collective(Peer::Edp, CollectiveKind::AllGather, 2 * experts * edp, stream,
+                    "expert param all_gather", {after});
+    }
   }
   if (persistent_elements > 0) {
     e_.collective(peer, CollectiveKind::AllGather, 2 * ceil_div(persistent_elements, dp) * dp,

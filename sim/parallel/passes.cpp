@@ -23,6 +23,22 @@ void StageBuilder::tp_collectives(std::int32_t after, const std::string& what) {
   e_.host_wait(last);
 }
 
+// Expert parallelism (Megatron-core's all-to-all token dispatcher, DeepSpeed-MoE): around the
+// experts, an all-to-all sends each token to its experts' ranks (dispatch) and one brings the
+// results back (combine), each waited for on the compute stream. The block's compute op stands
+// for router, experts and combine together, so the exchanges follow it: the same time on the
+// critical path, as nothing overlaps them. `count` exchanges in a row: 2 per forward, 2 per
+// backward, 4 in a backward that recomputes the forward.
+std::int32_t StageBuilder::expert_all_to_alls(std::int32_t after, int count,
+                                              const std::string& what) {
+  const char* names[] = {"ep dispatch all_to_all ", "ep combine all_to_all "};
+  for (int i = 0; i < count; ++i) {
+    after = e_.collective(Peer::Ep, CollectiveKind::AllToAll, ep_all_to_all_bytes_,
+                          Stream::Compute, names[i % 2] + what, {after});
+  }
+  return after;
+}
+
 void StageBuilder::forward_pass(int mb, int chunk) {
   const std::string suffix = pass_suffix(mb, chunk);
   if (!first_virtual(chunk)) {
@@ -62,6 +78,9 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       }
     }
     prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
+    if (ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward) {
+      prev = expert_all_to_alls(prev, 2, unit_op_name(unit, "fwd") + suffix);
+    }
     if (unit.forward == WorkKind::HeadForward && logits_forward_extra_ > 0) {
       e_.free_op(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
     }
@@ -119,6 +138,9 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     }
     if (half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
     prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps);
+    if (ep_all_to_all_bytes_ > 0 && unit.backward == WorkKind::MoeBackward) {
+      prev = expert_all_to_alls(prev, full ? 4 : 2, unit_op_name(unit, "bwd") + suffix);
+    }
     // The input gradient of every column-parallel block (and of the vocab-parallel head) is
     // all-reduced; the embedding's is not needed.
     if (unit.backward != WorkKind::EmbedBackward) tp_collectives(prev, unit_op_name(unit, "bwd"));

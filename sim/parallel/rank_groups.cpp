@@ -30,7 +30,7 @@ class Instantiator {
                TrainingPlan& out)
       : s_(s), templates_(templates), fold_(fold), out_(out), plan_(out.plan),
         tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp),
-        dp_all_(s.parallel.dp), k_(dp_subgroup_size(s)) {}
+        dp_all_(s.parallel.dp), k_(dp_subgroup_size(s)), ep_(s.parallel.ep) {}
 
   void run() {
     plan_.num_ranks = tp_ * dp_ * pp_;
@@ -45,6 +45,8 @@ class Instantiator {
     for (int d = 0; d < dp_all_; ++d) every_dp_.push_back(d);
     for (int d = 0; d < k_; ++d) first_shard_.push_back(d);
     for (int d = 0; d < dp_all_; d += k_) first_replica_.push_back(d);
+    for (int d = 0; d < ep_; ++d) first_expert_group_.push_back(d);
+    for (int d = 0; d < dp_all_; d += ep_) first_expert_replica_.push_back(d);
     group_of_.resize(plan_.num_ranks);
     position_.resize(plan_.num_ranks);
     for (auto& g : group_of_) g.fill(-1);
@@ -73,13 +75,13 @@ class Instantiator {
     position_[rank][static_cast<int>(peer)] = position;
   }
 
-  // The cluster ranks a group stands for: with folding, a DP group of one member stands for
-  // the DP indices `folded_dp` (all of them for the whole DP group; the first shard or the
-  // first replica group for the sub-groups); other groups map member by member.
+  // The cluster ranks a group stands for: with folding, a DP group (or a sub-group of one) of one
+  // member stands for the DP indices `folded_dp` (all of them for the whole DP group; the first
+  // block or the first strided group for the sub-groups); other groups map member by member.
   void add_cost(const std::vector<std::int32_t>& ranks, GroupKind kind,
                 const std::vector<int>& folded_dp) {
     if (!fold_) return;
-    if (kind == GroupKind::Dp) {
+    if (kind == GroupKind::Dp || kind == GroupKind::Ep) {  // made of DP indices
       const int first = plan_.real_rank[ranks[0]];
       const int st = first / (tp_ * dp_all_), t = first % tp_;
       for (int d : folded_dp) plan_.cost_ranks.push_back(real_rank_of(st, d, t));
@@ -107,22 +109,44 @@ class Instantiator {
     const int g = add_group(ranks, "dp s" + std::to_string(st) + " t" + std::to_string(t),
                             GroupKind::Dp);
     for (int d = 0; d < dp_; ++d) join(rank_of(st, d, t), Peer::Dp, g, d);
-    if (k_ <= 1) return;
-    const int shard = fold_ ? 1 : k_, replicas = fold_ ? 1 : dp_all_ / k_;
-    const std::string where = " s" + std::to_string(st) + " t" + std::to_string(t);
-    for (int j = 0; j < (fold_ ? 1 : dp_all_ / k_); ++j) {
-      std::vector<std::int32_t> members;
-      for (int i = 0; i < shard; ++i) members.push_back(rank_of(st, j * k_ + i, t));
-      const int sg = add_group(members, "dp-shard" + std::to_string(j) + where, GroupKind::Dp,
-                               first_shard_);
-      for (int i = 0; i < shard; ++i) join(members[i], Peer::DpShard, sg, i);
+    if (k_ > 1) {
+      split_dp(st, t, k_, {Peer::DpShard, GroupKind::Dp, "dp-shard", first_shard_},
+               {Peer::DpReplica, GroupKind::Dp, "dp-replica", first_replica_});
     }
-    for (int i = 0; i < shard; ++i) {
+    if (ep_ > 1) {
+      split_dp(st, t, ep_, {Peer::Ep, GroupKind::Ep, "ep", first_expert_group_},
+               {Peer::Edp, GroupKind::Dp, "edp", first_expert_replica_});
+    }
+  }
+
+  // One kind of sub-group of a DP group: its peer, its kind, its name, and the DP indices its
+  // folded one-member group stands for.
+  struct SubGroups {
+    Peer peer;
+    GroupKind kind;
+    const char* name;
+    const std::vector<int>& folded_dp;
+  };
+
+  // The DP group of (stage, tp index) split by k: blocks of k consecutive DP ranks and the groups
+  // of the ranks at the same position in each block. Folded, the one DP member stands for the
+  // first of each.
+  void split_dp(int st, int t, int k, const SubGroups& blocks, const SubGroups& strides) {
+    const int block = fold_ ? 1 : k, count = fold_ ? 1 : dp_all_ / k;
+    const std::string where = " s" + std::to_string(st) + " t" + std::to_string(t);
+    for (int j = 0; j < count; ++j) {
       std::vector<std::int32_t> members;
-      for (int j = 0; j < replicas; ++j) members.push_back(rank_of(st, j * k_ + i, t));
-      const int rg = add_group(members, "dp-replica" + std::to_string(i) + where, GroupKind::Dp,
-                               first_replica_);
-      for (int j = 0; j < replicas; ++j) join(members[j], Peer::DpReplica, rg, j);
+      for (int i = 0; i < block; ++i) members.push_back(rank_of(st, j * k + i, t));
+      const int g = add_group(members, blocks.name + std::to_string(j) + where, blocks.kind,
+                              blocks.folded_dp);
+      for (int i = 0; i < block; ++i) join(members[i], blocks.peer, g, i);
+    }
+    for (int i = 0; i < block; ++i) {
+      std::vector<std::int32_t> members;
+      for (int j = 0; j < count; ++j) members.push_back(rank_of(st, j * k + i, t));
+      const int g = add_group(members, strides.name + std::to_string(i) + where, strides.kind,
+                              strides.folded_dp);
+      for (int j = 0; j < count; ++j) join(members[j], strides.peer, g, j);
     }
   }
 
@@ -233,8 +257,9 @@ class Instantiator {
   const bool fold_;
   TrainingPlan& out_;
   Plan& plan_;
-  const int tp_, pp_, dp_, dp_all_, k_;
+  const int tp_, pp_, dp_, dp_all_, k_, ep_;
   std::vector<int> every_dp_, first_shard_, first_replica_;
+  std::vector<int> first_expert_group_, first_expert_replica_;
   // group_of_[rank][peer]: the group a rank's ops of that peer kind run on; position in it.
   std::vector<std::array<int, kNumPeers>> group_of_, position_;
   std::vector<std::uint32_t> coll_base_, coll_count_;

@@ -9,10 +9,11 @@ namespace zerosim::plan_detail {
 
 void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunks,
                   const GradientPolicy& grads, StagePlan& info) {
-  std::int64_t phi = 0;
+  std::int64_t phi = 0, experts = 0;
   for (const auto& chunk : chunks) {
     for (const Unit& u : chunk) {
       phi += u.params;
+      experts += u.expert_params;
       if (u.forward == WorkKind::AttentionForward) ++info.layers;
     }
   }
@@ -20,6 +21,12 @@ void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunk
   // MiCS / HYBRID_SHARD partition the model states over the shard group only.
   info.dp_partition = ceil_div(phi, s.zero.mics_shard_size > 0 ? dp_subgroup_size(s)
                                                                 : s.parallel.dp);
+  if (s.parallel.ep > 1) {
+    // Experts over the expert-data-parallel group, the rest over the DP group.
+    info.expert_params = experts;
+    info.expert_partition = ceil_div(experts, s.parallel.dp / s.parallel.ep);
+    info.dp_partition = ceil_div(phi - experts, s.parallel.dp) + info.expert_partition;
+  }
   // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
   // fp32 master weights and Adam moments per parameter, partitioned by stage.
   const int zs = s.zero.stage;
@@ -77,6 +84,13 @@ Template StageBuilder::build() {
   logits_forward_extra_ = static_cast<Bytes>(mem.logits_forward_extra * logits);
   logits_backward_extra_ = static_cast<Bytes>(mem.logits_backward_extra * logits);
   tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
+  // Expert parallelism: each rank sends its tokens' top_k copies (16-bit hidden vectors) to the
+  // ranks of their experts, and gets as many back; the busiest rank's share scales with the
+  // routing imbalance.
+  if (s_.parallel.ep > 1) {
+    ep_all_to_all_bytes_ = static_cast<Bytes>(2.0 * sb * static_cast<double>(m.moe.top_k) *
+                                              m.hidden_size * s_.training.moe_load_imbalance);
+  }
   // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
   // parallelism (Megatron's scatter-gather optimisation does the same without it).
   p2p_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size /

@@ -19,9 +19,14 @@ namespace zerosim::plan_detail {
 // transfers are two-member "collectives" (send first, receive second) on the group of an ordered
 // pair of adjacent stages. DpShard and DpReplica split a DP group of dp ranks into dp / k
 // groups of k consecutive ranks (a node's share of the DP group, or a MiCS shard group) and k
-// groups of the ranks at the same position in each (dp_subgroup_size gives k).
-enum class Peer : std::uint8_t { Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica };
-inline constexpr int kNumPeers = 8;
+// groups of the ranks at the same position in each (dp_subgroup_size gives k). Ep and Edp split
+// it alike with k = parallel.ep: the expert-parallel groups (consecutive DP ranks, which exchange
+// tokens) and the expert-data-parallel groups (the ranks holding the same experts, which reduce
+// their gradients).
+enum class Peer : std::uint8_t {
+  Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica, Ep, Edp
+};
+inline constexpr int kNumPeers = 10;
 
 // Collectives are matched across ranks by (group, instance).
 struct TemplateOp {

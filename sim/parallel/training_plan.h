@@ -36,9 +36,12 @@ struct Work {
   std::int64_t host_ops = 0;
 };
 
-enum class GroupKind : std::uint8_t { Dp, Tp, Pp };
+// Ep: the token all-to-alls of expert parallelism (the expert gradients' reduction over the
+// expert-data-parallel group is Dp traffic).
+enum class GroupKind : std::uint8_t { Dp, Tp, Pp, Ep };
+inline constexpr int kNumGroupKinds = 4;
 inline constexpr EnumName<GroupKind> kGroupKindNames[] = {
-    {GroupKind::Dp, "dp"}, {GroupKind::Tp, "tp"}, {GroupKind::Pp, "pp"}};
+    {GroupKind::Dp, "dp"}, {GroupKind::Tp, "tp"}, {GroupKind::Pp, "pp"}, {GroupKind::Ep, "ep"}};
 const char* group_kind_name(GroupKind k);
 
 // Model states per rank: the allocations the ZeRO paper counts (SC20, section 5).
@@ -50,6 +53,10 @@ struct ModelStateBytes {
 struct StagePlan {
   std::int64_t local_params = 0;  // parameters of this stage's model-parallel shard (Phi)
   std::int64_t dp_partition = 0;  // ceil(Phi / shard group): one rank's ZeRO partition
+  // With expert parallelism: the routed experts among local_params, and their part of
+  // dp_partition, partitioned over the dp / ep ranks holding the same experts (the rest of the
+  // partition is the other parameters' over dp).
+  std::int64_t expert_params = 0, expert_partition = 0;
   ModelStateBytes model_states;
   int layers = 0;
   // Offload: what one rank keeps in host memory and on NVMe (allocated at initialisation and

@@ -58,7 +58,15 @@ Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp) {
     int per_domain = 0;
     bool leaves = false;
     domain_placement(cluster, plan.cost_members(c.group), n, per_domain, leaves);
-    if (leaves) out.internode[kind] += c.kind == CollectiveKind::SendRecv ? sent : sent / per_domain;
+    // An all-to-all sends each other rank its share: those outside the domain get
+    // (n - k) / (n - 1) of what it sends.
+    if (leaves) {
+      out.internode[kind] +=
+          c.kind == CollectiveKind::SendRecv ? sent
+          : c.kind == CollectiveKind::AllToAll
+              ? sent * static_cast<double>(n - per_domain) / static_cast<double>(n - 1)
+              : sent / per_domain;
+    }
   }
   return out;
 }
@@ -121,7 +129,8 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
   b.offload_s += host_tail;
   const double tail = ps_to_seconds(r.makespan - host_end);
   if (tp.stages.size() > 1) b.bubble_s += tail; else b.other_s += tail;
-  b.exposed_comm_s = b.exposed_by_group[0] + b.exposed_by_group[1] + b.exposed_by_group[2];
+  b.exposed_comm_s = b.exposed_by_group[0] + b.exposed_by_group[1] + b.exposed_by_group[2] +
+                     b.exposed_by_group[3];
   return b;
 }
 

@@ -311,6 +311,12 @@ void add_training_keys(std::vector<KeySpec>& t) {
                        "experts)",
                        FIELD(training.moe_grouped_gemm))
                   .in_cases("training.moe_grouped_gemm"));
+  t.push_back(number_key("training.moe_load_imbalance", 1.0, 1.0, 1e3,
+                         "MoE layers: the busiest expert's routed tokens over the mean (1 = "
+                         "balanced; Megatron's moe_expert_capacity_factor with padding to "
+                         "capacity); the expert GEMMs and all-to-alls of every rank scale by it",
+                         FIELD(training.moe_load_imbalance))
+                  .in_cases("training.moe_load_imbalance"));
 }
 
 void add_parallel_keys(std::vector<KeySpec>& t) {
@@ -328,6 +334,12 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
   t.push_back(int_key("parallel.cp", 1, 1, kMaxDegree, "context-parallel degree",
                       FIELD(parallel.cp))
                   .in_cases("parallel.cp"));
+  t.push_back(int_key("parallel.ep", 1, 1, kMaxDegree,
+                      "expert-parallel degree (MoE models): each group of ep consecutive DP ranks "
+                      "holds num_experts / ep experts per rank and exchanges tokens all-to-all",
+                      FIELD(parallel.ep))
+                  .flag("ep", "expert-parallel degree (sets parallel.ep)")
+                  .in_cases("parallel.ep"));
   t.push_back(int_key("parallel.virtual_stages", 1, 1, kMaxDegree,
                       "interleaved pipeline stages per GPU", FIELD(parallel.virtual_stages))
                   .in_cases("parallel.virtual_stages"));

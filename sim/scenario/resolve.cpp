@@ -50,6 +50,43 @@ using Given = std::function<bool(const std::string&)>;
 // ---- cross-key rules, by section ---------------------------------------------------------------
 
 // tp x pp x cp divides the GPUs, dp is what is left; the layers, heads and FFN split evenly.
+// Expert parallelism: what it needs, and the combinations not simulated yet (refused, never
+// approximated).
+void expert_parallel_rules(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const ModelSpec& m = s.model;
+  if (m.is_moe() && m.moe.num_experts % p.ep != 0)
+    throw InputError("parallel.ep", "must divide model.moe.num_experts (" +
+                                        std::to_string(m.moe.num_experts) + "), got " +
+                                        std::to_string(p.ep));
+  if (p.ep == 1) return;
+  if (!m.is_moe())
+    throw InputError("parallel.ep", "expert parallelism needs an MoE model (model.moe); model '" +
+                                        m.name + "' is dense; allowed: 1");
+  if (p.dp % p.ep != 0)
+    throw InputError("parallel.ep", "must divide the data-parallel degree (" +
+                                        std::to_string(p.dp) + "): the expert-parallel groups are "
+                                        "consecutive DP ranks; got " + std::to_string(p.ep));
+  if (p.tp != 1)
+    throw InputError("parallel.ep", "expert parallelism with tp > 1 (expert tensor parallelism "
+                                    "and its token all-gathers) is not simulated yet; use tp 1 "
+                                    "or ep 1");
+  const ZeroConfig& z = s.zero;
+  if (z.stage == 3)
+    throw InputError("parallel.ep", "expert parallelism with ZeRO stage 3 is not simulated yet; "
+                                    "allowed with stages 0-2 (Megatron's distributed optimizer "
+                                    "is stage 1)");
+  if (z.mics_shard_size > 0 || z.hpz_partition_size > 1 || z.quantized_gradients)
+    throw InputError("parallel.ep", "expert parallelism with MiCS / hybrid sharding or ZeRO++ "
+                                    "is not simulated yet; use ep 1");
+  if (z.offload_optimizer != OffloadDevice::None)
+    throw InputError("parallel.ep", "expert parallelism with optimizer offload is not simulated "
+                                    "yet; use ep 1");
+  if (p.overlap_param_gather)
+    throw InputError("parallel.ep", "expert parallelism with overlap_param_gather is not "
+                                    "simulated yet; use ep 1 or overlap_param_gather false");
+}
+
 void parallel_rules(Scenario& s, const Given& given) {
   ParallelConfig& p = s.parallel;
   const int gpus = s.cluster.num_gpus();
@@ -92,6 +129,7 @@ void parallel_rules(Scenario& s, const Given& given) {
                                         std::to_string(m.ffn_hidden_size) + "), got " +
                                         std::to_string(p.tp));
   }
+  expert_parallel_rules(s);
   // Megatron-core's MoE runs its experts as a grouped GEMM; the others loop over them.
   if (!given("training.moe_grouped_gemm"))
     s.training.moe_grouped_gemm = s.parallel.framework == Framework::Megatron;

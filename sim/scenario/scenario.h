@@ -65,10 +65,18 @@ struct TrainingConfig {
   // --moe-grouped-gemm) rather than one launch per expert (DeepSpeed-MoE's and transformers'
   // loop over the experts).
   bool moe_grouped_gemm = false;
+  // The busiest expert's routed tokens over the mean (1: balanced routing). An expert-parallel
+  // step waits for the rank that holds it: its expert GEMMs and its share of the all-to-alls
+  // scale by this. With Megatron's moe_expert_capacity_factor c and padding to capacity, c.
+  double moe_load_imbalance = 1.0;
 };
 
 struct ParallelConfig {
   int tp = 1, pp = 1, dp = 1, cp = 1;
+  // Expert parallelism (MoE models): the experts are spread over groups of ep consecutive DP
+  // ranks (Megatron-core's expert_model_parallel_size; DeepSpeed-MoE's ep_size), their
+  // gradients reduced over the dp / ep ranks that hold the same experts.
+  int ep = 1;
   int virtual_stages = 1;
   PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;

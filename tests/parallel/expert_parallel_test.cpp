@@ -1,0 +1,108 @@
+// Expert parallelism against closed forms, on the tiny model of common.h with each MLP replaced by
+// 4 experts of width 64 (top 2) and a router. Per MoE layer, with ep experts groups:
+//   attention block 16768; MoE block: router 64 x 4 = 256, its LayerNorm 128, and 4 / ep local
+//   experts of (64 x 64 + 64) + (64 x 64 + 64) = 8320 each.
+// With ep = 2: local experts 2 x 8320 x 2 layers = 33280; the rest
+// 72192 + 2 x (16768 + 256 + 128) + 128 = 106624. On dp = 8 ranks the experts' gradients are
+// reduced over the dp / ep = 4 ranks holding the same experts, the rest over all 8:
+//   stage 0 (all-reduce):  2 x 2(106624)(8-1)/8 + 2 x 2(33280)(4-1)/4   bytes per GPU;
+// and each MoE layer's forward sends two all-to-alls (dispatch, combine), its backward two (four
+// when it recomputes the forward), each of b x s x top_k x h 16-bit values, (ep-1)/ep of them
+// to other ranks.
+#include <gtest/gtest.h>
+
+#include "sim/cost/work_kernels.h"
+#include "sim/run/simulate.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim {
+namespace {
+
+using namespace testing_plan;
+
+constexpr std::int64_t kDense = 106624, kLocalExperts = 33280;
+
+json moe_doc(int gpus, json zero, int gas, int ep) {
+  json doc = tiny_doc(gpus, std::move(zero), gas);
+  doc["model"]["moe"] = {{"num_experts", 4}, {"top_k", 2}, {"expert_ffn_hidden_size", 64}};
+  doc["parallel"]["ep"] = ep;
+  return doc;
+}
+
+TEST(expertParallel, ExpertGradientsAreReducedOverTheExpertDataParallelGroup) {
+  const Scenario s = resolve_scenario(moe_doc(8, {{"stage", 0}}, 1, 2));
+  const Simulation sim = simulate_step(s);
+  const double expected = 2.0 * 2 * kDense * 7 / 8 + 2.0 * 2 * kLocalExperts * 3 / 4;
+  EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected);
+  ASSERT_EQ(sim.plan.stages.size(), 1u);
+  EXPECT_EQ(sim.plan.stages[0].local_params, kDense + kLocalExperts);
+}
+
+// Stage 1 partitions the optimizer states of the experts over the 4 ranks holding them and
+// the rest over the 8 DP ranks; the updated partitions are gathered over the same groups.
+TEST(expertParallel, Stage1PartitionsExpertsOverTheirGroup) {
+  const Scenario s = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 2));
+  const Simulation sim = simulate_step(s);
+  const StagePlan& st = sim.plan.stages[0];
+  EXPECT_EQ(st.expert_partition, kLocalExperts / 4);
+  EXPECT_EQ(st.dp_partition, kDense / 8 + kLocalExperts / 4);
+  EXPECT_EQ(st.model_states.optimizer_states, 12 * (kDense / 8 + kLocalExperts / 4));
+  // Bucketed all-reduce (DeepSpeed >= 0.12) and the partitions' all-gather: 3F(N-1)/N per group.
+  const double expected = 3.0 * 2 * kDense * 7 / 8 + 3.0 * 2 * kLocalExperts * 3 / 4;
+  EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected);
+}
+
+TEST(expertParallel, AllToAllBytesFollowTheTokensAndTheRecomputation) {
+  const double tokens = 128, top_k = 2, h = 64, layers = 2, micro_batches = 3;
+  for (const char* recompute : {"none", "full"}) {
+    for (int ep : {2, 4}) {
+      json doc = moe_doc(8, {{"stage", 1}}, 3, ep);
+      doc["parallel"]["recompute"] = recompute;
+      const Simulation sim = simulate_step(resolve_scenario(doc));
+      const double per_exchange = 2.0 * tokens * top_k * h * (ep - 1) / ep;
+      const double exchanges = std::string(recompute) == "full" ? 2 + 4 : 2 + 2;
+      EXPECT_NEAR(sim.report.comm_bytes_per_gpu[3],
+                  micro_batches * layers * exchanges * per_exchange, 1e-6)
+          << recompute << " ep " << ep;
+    }
+  }
+}
+
+// A rank holds num_experts / ep experts, each fed by the ep ranks of its group: the same rows in
+// all (balanced routing), in fewer, larger GEMMs; the routing imbalance scales the rows.
+TEST(expertParallel, ExpertGemmsPerRank) {
+  const Scenario one = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 1));
+  const Scenario two = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 2));
+  const LayerWork a = scenario_layer_work(one, true), b = scenario_layer_work(two, true);
+  for (std::size_t i = a.attention_gemms; i < a.gemms.size(); ++i) {
+    if (!a.gemms[i].expert) continue;
+    EXPECT_EQ(a.gemms[i].count, 4);
+    EXPECT_EQ(b.gemms[i].count, 2);
+    EXPECT_EQ(a.gemms[i].m, 128 * 2 / 4);
+    EXPECT_EQ(b.gemms[i].m, 2 * 128 * 2 / 4);
+    EXPECT_DOUBLE_EQ(a.gemms[i].flops(), b.gemms[i].flops());
+  }
+  json doc = moe_doc(8, {{"stage", 1}}, 1, 2);
+  doc["training"]["moe_load_imbalance"] = 1.5;
+  const LayerWork c = scenario_layer_work(resolve_scenario(doc), true);
+  for (std::size_t i = c.attention_gemms; i < c.gemms.size(); ++i) {
+    if (c.gemms[i].expert) EXPECT_EQ(c.gemms[i].m, 192);
+  }
+}
+
+// What is not simulated yet is refused, naming parallel.ep.
+TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
+  auto with = [](int ep, const std::function<void(json&)>& edit) {
+    json doc = moe_doc(8, {{"stage", 1}}, 1, ep);
+    edit(doc);
+    return input_error_key(doc);
+  };
+  EXPECT_EQ(with(3, [](json&) {}), "parallel.ep");  // 3 does not divide 4 experts
+  EXPECT_EQ(with(2, [](json& d) { d["parallel"]["tp"] = 2; }), "parallel.ep");
+  EXPECT_EQ(with(2, [](json& d) { d["zero"]["stage"] = 3; }), "parallel.ep");
+  EXPECT_EQ(with(2, [](json& d) { d["model"].erase("moe"); }), "parallel.ep");
+  EXPECT_EQ(with(2, [](json&) {}), "(accepted)");
+}
+
+}  // namespace
+}  // namespace zerosim
