@@ -34,6 +34,8 @@ const char* traffic_class_name(int cls) {
     case kDpTraffic: return "dp";
     case kTpTraffic: return "tp";
     case kPpTraffic: return "pp";
+    case kEpTraffic: return "ep";
+    case kCpTraffic: return "cp";
     default: return "other";
   }
 }
@@ -131,7 +133,7 @@ FlowComm::FlowComm(const ClusterSpec& cluster, FlowCommOptions options,
       net_(options_.solver),
       traffic_class_of_group_(std::move(traffic_class_of_group)) {
   for (std::uint8_t& t : traffic_class_of_group_) {
-    if (t >= kNumTrafficClasses) throw std::invalid_argument("FlowComm: traffic class >= 4");
+    if (t >= kNumTrafficClasses) throw std::invalid_argument("FlowComm: traffic class >= " + std::to_string(kNumTrafficClasses));
   }
   build_network();
 }

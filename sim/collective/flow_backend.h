@@ -35,8 +35,9 @@
 // contention FlowComm is slower, by what max-min sharing says.
 //
 // Traffic classes: flows of group g carry traffic_class_of_group[g] (pass
-// static_cast<uint8_t>(TrainingPlan::group_kind[g]): 0 = DP, 1 = TP, 2 = PP); groups the vector
-// does not cover get kOtherTraffic (3). Classes only label bytes in the link report.
+// static_cast<uint8_t>(TrainingPlan::group_kind[g]): 0 = DP, 1 = TP, 2 = PP, 3 = EP, 4 = CP);
+// groups the vector does not cover get kOtherTraffic (5). Classes only label bytes in the link
+// report.
 //
 // Engine protocol and cost: one pending event. next_completion() is the earliest of a collective
 // already known to be finished and the network's next date (which may be a latency end or a flow
@@ -104,9 +105,10 @@
 
 namespace zerosim {
 
-inline constexpr std::uint8_t kDpTraffic = 0, kTpTraffic = 1, kPpTraffic = 2, kOtherTraffic = 3;
-inline constexpr int kNumTrafficClasses = net::kTrafficClasses;  // 4
-const char* traffic_class_name(int cls);  // "dp", "tp", "pp", "other"
+inline constexpr std::uint8_t kDpTraffic = 0, kTpTraffic = 1, kPpTraffic = 2, kEpTraffic = 3,
+                               kCpTraffic = 4, kOtherTraffic = 5;
+inline constexpr int kNumTrafficClasses = net::kTrafficClasses;  // 6
+const char* traffic_class_name(int cls);  // "dp", "tp", "pp", "ep", "cp", "other"
 
 // The other job of "A second job sharing the fabric" above.
 struct BackgroundJob {

@@ -64,6 +64,7 @@ const char* stream_name(Stream s) {
     case Stream::H2D: return "h2d";
     case Stream::D2H: return "d2h";
     case Stream::Cpu: return "cpu";
+    case Stream::CpComm: return "cp-comm";
   }
   return "?";
 }

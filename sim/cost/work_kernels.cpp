@@ -17,13 +17,15 @@ std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
 LayerWork scenario_layer_work(const Scenario& s, bool moe) {
   return layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
                             s.parallel.sequence_parallel, s.training.flash_attention, moe,
-                            s.parallel.ep, s.training.moe_load_imbalance);
+                            s.parallel.ep, s.training.moe_load_imbalance, s.parallel.cp);
 }
 
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer) {
   const ModelSpec& m = s.model;
   const double tp = s.parallel.tp;
-  const double sb = static_cast<double>(s.training.micro_batch_size) * m.seq_length;
+  // The micro-batch's tokens on this rank (s / cp of each sequence with context parallelism).
+  const double sb = static_cast<double>(s.training.micro_batch_size) * m.seq_length /
+                    static_cast<double>(s.parallel.cp);
   const bool backward = kind == WorkKind::AttentionBackward || kind == WorkKind::MlpBackward ||
                         kind == WorkKind::MoeBackward || kind == WorkKind::HeadBackward ||
                         kind == WorkKind::EmbedBackward;

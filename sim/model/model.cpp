@@ -261,13 +261,16 @@ void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std:
 
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer,
-                             std::int64_t ep, double load_imbalance) {
+                             std::int64_t ep, double load_imbalance, std::int64_t cp) {
   check_parallel(m, micro_batch, tp);
+  if (cp < 1 || m.seq_length % cp != 0)
+    throw InputError("parallel.cp", "must divide the sequence length (" +
+                                        std::to_string(m.seq_length) + "), got " + std::to_string(cp));
   const std::int64_t h = m.hidden_size;
   const std::int64_t q = m.q_width();
   const std::int64_t kvw = kv_width(m);
   const std::int64_t f = m.ffn_hidden_size;
-  const std::int64_t tokens = micro_batch * m.seq_length;  // GEMM m dimension
+  const std::int64_t tokens = micro_batch * m.seq_length / cp;  // GEMM m dimension
   const bool moe = moe_layer && m.is_moe();
   if (moe && (ep < 1 || m.moe.num_experts % ep != 0))
     throw InputError("parallel.ep", "must divide model.moe.num_experts (" +
@@ -295,8 +298,9 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   const double t = static_cast<double>(tp);
   const double keys = flash_attention ? static_cast<double>(attended_keys(m)) : s;
   // MLA: QK^T over the query/key width, AV over the value width, 2*b*s*k each.
-  w.attention_flops = m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(qk_width(m) + v_width(m)) / t
-                                 : 4.0 * b * s * keys * qd / t;
+  const double c = static_cast<double>(cp);  // context parallelism: 1 / cp of the queries
+  w.attention_flops = m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(qk_width(m) + v_width(m)) / t / c
+                                 : 4.0 * b * s * keys * qd / t / c;
 
   // HBM traffic of the non-GEMM kernels, forward, 16-bit elements (2 bytes) and 1-byte dropout
   // masks; each kernel reads its inputs once and writes its outputs once (fused where Megatron
@@ -343,7 +347,7 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
              (m.is_mla() ? static_cast<double>((m.num_attention_heads + 1) * m.mla.qk_rope_head_dim)
                          : static_cast<double>(q + kvw));
   if (!flash_attention) split += 9.0 * a * s * s * b;
-  w.elementwise_bytes = (sequence_parallel ? replicated / t : replicated) + split / t + routed;
+  w.elementwise_bytes = ((sequence_parallel ? replicated / t : replicated) + split / t + routed) / c;
   return w;
 }
 
@@ -407,8 +411,9 @@ double model_flops_per_token(const ModelSpec& m) {
 // in the paper). Full recompute keeps only the layer input, 2sbh (divided by t with SP).
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
-                                  bool moe_layer) {
+                                  bool moe_layer, std::int64_t cp) {
   check_parallel(m, micro_batch, tp);
+  const double c = static_cast<double>(cp);  // context parallelism: s / cp tokens per rank
   const double s = static_cast<double>(m.seq_length);
   const double b = static_cast<double>(micro_batch);
   const double t = static_cast<double>(tp);
@@ -418,7 +423,7 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, 
   const double sbq = s * b * static_cast<double>(m.q_width());
   const double a = static_cast<double>(m.num_attention_heads);
 
-  if (recompute == Recompute::Full) return sequence_parallel ? 2.0 * sbh / t : 2.0 * sbh;
+  if (recompute == Recompute::Full) return (sequence_parallel ? 2.0 * sbh / t : 2.0 * sbh) / c;
 
   // Full-size on every TP rank unless sequence parallel: norm inputs 2 per norm (4 for two),
   // QKV input 2, first-linear input 2, two dropout masks 1 + 1.
@@ -453,7 +458,7 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, 
     split = 2.0 * sbq + 4.0 * sbk + 2.0 * sbq + mlp_intermediate;
   }
   if (recompute == Recompute::None && !flash_attention) split += 5.0 * a * s * s * b;
-  return (sequence_parallel ? replicated / t : replicated) + split / t + routed;
+  return ((sequence_parallel ? replicated / t : replicated) + split / t + routed) / c;
 }
 
 }  // namespace zerosim

@@ -189,10 +189,14 @@ struct LayerWork {
 // `moe_layer`: the work of an MoE layer, else of a dense one. Its experts get balanced shares of
 // the routed tokens, ceil(tokens x top_k / num_experts) each; with expert parallelism of degree
 // `ep` a rank holds num_experts / ep of them, each fed by the ep ranks of its group (ep times
-// the share); `load_imbalance` >= 1 scales the share to the busiest expert's.
+// the share); `load_imbalance` >= 1 scales the share to the busiest expert's. With context
+// parallelism of degree `cp` a rank holds s / cp of each sequence's tokens (Megatron-core's two
+// load-balanced chunks) and computes 1 / cp of its attention core: every GEMM, elementwise and
+// attention term divides by cp.
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer = false,
-                             std::int64_t ep = 1, double load_imbalance = 1.0);
+                             std::int64_t ep = 1, double load_imbalance = 1.0,
+                             std::int64_t cp = 1);
 
 // Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch:
 // 2 * b * s * h * vocab, the whole layer (not divided by TP).
@@ -214,9 +218,11 @@ double model_flops_per_token(const ModelSpec& m);
 // Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,
 // 6), generalised to ffn != 4h, gated MLPs, GQA, decoupled head_dim and the norms per block; flash
 // attention drops the 5as^2b term.
+// With context parallelism of degree `cp` every term divides by cp (each rank keeps its s / cp
+// tokens' activations, and without flash attention its s / cp rows of the scores).
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
-                                  bool moe_layer = false);
+                                  bool moe_layer = false, std::int64_t cp = 1);
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

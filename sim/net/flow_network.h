@@ -129,8 +129,8 @@ inline constexpr Bytes kEndlessBytes = std::numeric_limits<Bytes>::max();
 inline constexpr double kUncapped = std::numeric_limits<double>::infinity();
 
 // Traffic classes let reports split a link's bytes; the training step passes its GroupKind
-// (0 = DP, 1 = TP, 2 = PP, sim/parallel/training_plan.h).
-inline constexpr int kTrafficClasses = 4;
+// (0 = DP, 1 = TP, 2 = PP, 3 = EP, 4 = CP, sim/parallel/training_plan.h); 5 is other traffic.
+inline constexpr int kTrafficClasses = 6;
 
 enum class SolverMode : std::uint8_t {
   Incremental,  // re-solve only the components an event touched (default)

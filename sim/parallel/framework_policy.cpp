@@ -56,7 +56,7 @@ void sharded_reduction(const Scenario& s, GradientPolicy& g) {
 }
 
 std::int64_t megatron_bucket_elements(const Scenario& s) {
-  return std::max<std::int64_t>(40'000'000, 1'000'000LL * s.parallel.dp);
+  return std::max<std::int64_t>(40'000'000, 1'000'000LL * s.parallel.dp_cp());
 }
 
 bool gathers_partitions_after_step(const Scenario& s) {
@@ -67,7 +67,7 @@ bool gathers_partitions_after_step(const Scenario& s) {
 }
 
 ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas) {
-  if (s.zero.mics_shard_size <= 0 || dp_subgroup_size(s) >= s.parallel.dp) {
+  if (s.zero.mics_shard_size <= 0 || dp_subgroup_size(s) >= s.parallel.dp_cp()) {
     return ReplicaReduce::None;
   }
   return with_replicas;

@@ -102,7 +102,7 @@ void GradientReducer::flush_elements(std::int64_t elements, std::int32_t produce
       !s_.zero.quantized_gradients) {
     // The training thread slices the bucket once per rank before it can launch the collective.
     deps = {e_.work_op(OpKind::Compute,
-                       {WorkKind::HostOverhead, g_.reduce_host_ops_per_rank * s_.parallel.dp, 0},
+                       {WorkKind::HostOverhead, g_.reduce_host_ops_per_rank * s_.parallel.dp_cp(), 0},
                        Stream::Compute, Phase::Communication,
                        "tensor slices " + g_.collective_name + " #" + std::to_string(bucket_count_),
                        deps)};
@@ -128,7 +128,7 @@ std::int32_t GradientReducer::reduce_bucket(std::int64_t elements, const std::st
   const Bytes g = g_.reduce_bytes_per_element;
   const CollectiveKind kind = g_.collective;
   const Stream stream = g_.stream;
-  const std::int64_t k = dp_subgroup_, dp = s_.parallel.dp;
+  const std::int64_t k = dp_subgroup_, dp = s_.parallel.dp_cp();
   if (z.mics_shard_size > 0) {
     // Reduce-scatter inside the shard group, then across the replicas as the framework does.
     std::int32_t rs = e_.collective(Peer::DpShard, kind, g * elements, stream, name, deps);

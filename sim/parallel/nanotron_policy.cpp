@@ -19,7 +19,7 @@ FrameworkPolicy nanotron_policy(const Scenario& s, int /*stage*/) {
   // nanotron wraps the model in torch DistributedDataParallel whenever DP (or CP) > 1, at any ZeRO
   // stage (trainer.py, init_model: make_ddp), with gradient_as_bucket_view left False: DDP keeps
   // a 16-bit bucket copy of every gradient beside param.grad.
-  g.bucket_copy = s.parallel.dp > 1 || s.parallel.cp > 1;
+  g.bucket_copy = s.parallel.dp_cp() > 1;
   MemoryPolicy& m = p.memory;
   // The loss (models/llama.py and parallel/tensor_parallel/functional.py): the cast_to_fp32 block
   // turns the bf16 logits (2 bytes per logit, dropped when forward_with_hidden_states returns)

@@ -37,7 +37,7 @@ std::int32_t Offload::host_copy(WorkKind k, Bytes bytes, Stream stream, const st
 
 void Offload::gradients(std::int64_t elements, std::int32_t reduction, bool accumulating) {
   const Bytes share =
-      2 * ceil_div(elements, s_.zero.mics_shard_size > 0 ? dp_subgroup_ : s_.parallel.dp);
+      2 * ceil_div(elements, s_.zero.mics_shard_size > 0 ? dp_subgroup_ : s_.parallel.dp_cp());
   const Stream stream = grads_.stream;
   std::int32_t after = reduction;
   if (s_.zero.stage <= 2 && accumulating && grads_.when == ReduceWhen::EveryBackward) {

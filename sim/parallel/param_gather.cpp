@@ -5,7 +5,7 @@ namespace zerosim::plan_detail {
 void ParamGather::after_step(std::int32_t after, Stream stream,
                              std::int64_t persistent_elements) {
   const bool shards = s_.zero.mics_shard_size > 0;
-  const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp;
+  const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp_cp();
   const Peer peer = shards ? Peer::DpShard : Peer::Dp;
   if (policy_.params.gather_after_step) {
     // With expert parallelism the experts' partition is gathered over the expert-data-parallel
@@ -20,7 +20,7 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
                   "param all_gather", {after});
     if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "param gather flat copies", stream);
     if (experts > 0) {
-      const std::int64_t edp = s_.parallel.dp / s_.parallel.ep;
+      const std::int64_t edp = s_.parallel.dp_cp() / s_.parallel.ep;
       e_.collective(Peer::Edp, CollectiveKind::AllGather, 2 * experts * edp, stream,
                     "expert param all_gather", {after});
     }
@@ -53,7 +53,7 @@ std::int32_t ParamGather::in_forward(int chunk, const std::vector<Bucket>& bucke
   std::size_t b = 0;
   while (b + 1 < buckets.size() && buckets[b + 1].first_unit <= u) ++b;
   if (buckets[b].first_unit != u) return current;  // inside a bucket already waited for
-  const std::int64_t dp = s_.parallel.dp;
+  const std::int64_t dp = s_.parallel.dp_cp();
   auto gather = [&](std::size_t i, const std::vector<std::int32_t>& deps) {
     return e_.collective(Peer::Dp, CollectiveKind::AllGather,
                          2 * ceil_div(buckets[i].elements, dp) * dp, Stream::DpComm,

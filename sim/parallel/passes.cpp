@@ -39,6 +39,41 @@ std::int32_t StageBuilder::expert_all_to_alls(std::int32_t after, int count,
   return after;
 }
 
+// Context parallelism (Megatron-core's context_parallel attention). p2p, ring attention: the cp
+// ranks pass their key/value chunks around the ring, cp - 1 steps that each send one chunk, the
+// traffic of a ring all-gather of all of them, on a stream of its own while the attention
+// computes (the block waits for the later of the two); its backward passes the keys and values
+// again and reduce-scatters their gradients (dK, dV) the same way. all_gather: the keys and
+// values gathered before the attention, waited for, and in backward their gradients
+// reduce-scattered after it. A backward that recomputes the forward exchanges the keys and
+// values once more.
+std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t prev,
+                                                   const std::string& what) {
+  const bool ring = s_.parallel.cp_comm_type == CpCommType::P2p;
+  const Stream stream = ring ? Stream::CpComm : Stream::Compute;
+  const int gathers = backward && s_.parallel.recompute == Recompute::Full ? 2 : 1;
+  std::int32_t last = prev;
+  for (int i = 0; i < gathers; ++i) {
+    last = e_.collective(Peer::Cp, CollectiveKind::AllGather, cp_kv_bytes_, stream,
+                         "cp kv all_gather " + what, {last});
+  }
+  if (ring && backward) {
+    last = e_.collective(Peer::Cp, CollectiveKind::ReduceScatter, cp_kv_bytes_, stream,
+                         "cp dkv reduce_scatter " + what, {last});
+  }
+  return last;
+}
+
+void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, std::int32_t before,
+                                          const std::string& what) {
+  if (s_.parallel.cp_comm_type == CpCommType::P2p) {
+    e_.host_wait(before);
+  } else if (backward) {
+    e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::ReduceScatter, cp_kv_bytes_,
+                               Stream::Compute, "cp dkv reduce_scatter " + what, {compute}));
+  }
+}
+
 void StageBuilder::forward_pass(int mb, int chunk) {
   const std::string suffix = pass_suffix(mb, chunk);
   if (!first_virtual(chunk)) {
@@ -77,7 +112,14 @@ void StageBuilder::forward_pass(int mb, int chunk) {
         e_.alloc(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
       }
     }
+    const bool context = cp_kv_bytes_ > 0 && unit.forward == WorkKind::AttentionForward;
+    std::int32_t exchange = -1;
+    if (context) {
+      exchange = context_exchange_before(false, prev, unit_op_name(unit, "fwd") + suffix);
+      if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
+    }
     prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
+    if (context) context_exchange_after(false, prev, exchange, unit_op_name(unit, "fwd") + suffix);
     if (ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward) {
       prev = expert_all_to_alls(prev, 2, unit_op_name(unit, "fwd") + suffix);
     }
@@ -137,7 +179,14 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
       e_.alloc(MemCategory::Activations, logits_backward_extra_, "loss backward temporaries");
     }
     if (half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
+    const bool context = cp_kv_bytes_ > 0 && unit.backward == WorkKind::AttentionBackward;
+    std::int32_t exchange = -1;
+    if (context) {
+      exchange = context_exchange_before(true, prev, unit_op_name(unit, "bwd") + suffix);
+      if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
+    }
     prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps);
+    if (context) context_exchange_after(true, prev, exchange, unit_op_name(unit, "bwd") + suffix);
     if (ep_all_to_all_bytes_ > 0 && unit.backward == WorkKind::MoeBackward) {
       prev = expert_all_to_alls(prev, full ? 4 : 2, unit_op_name(unit, "bwd") + suffix);
     }

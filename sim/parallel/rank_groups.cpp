@@ -15,8 +15,8 @@ int dp_subgroup_size(const Scenario& s) {
   if (z.hpz_partition_size > 1) return z.hpz_partition_size;
   if (z.quantized_gradients) {
     // qgZ's first all-to-all stays inside the node: the DP ranks a node holds.
-    const int per_node = std::max(1, s.cluster.gpus_per_node / (s.parallel.tp * s.parallel.cp));
-    return std::min(s.parallel.dp, per_node);
+    const int per_node = std::max(1, s.cluster.gpus_per_node / s.parallel.tp);
+    return std::min(s.parallel.dp_cp(), per_node);
   }
   return 1;
 }
@@ -29,8 +29,9 @@ class Instantiator {
   Instantiator(const Scenario& s, const std::vector<Template>& templates, bool fold,
                TrainingPlan& out)
       : s_(s), templates_(templates), fold_(fold), out_(out), plan_(out.plan),
-        tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp),
-        dp_all_(s.parallel.dp), k_(dp_subgroup_size(s)), ep_(s.parallel.ep) {}
+        tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp_cp()),
+        dp_all_(s.parallel.dp_cp()), k_(dp_subgroup_size(s)), ep_(s.parallel.ep),
+        cp_(s.parallel.cp) {}
 
   void run() {
     plan_.num_ranks = tp_ * dp_ * pp_;
@@ -47,6 +48,7 @@ class Instantiator {
     for (int d = 0; d < dp_all_; d += k_) first_replica_.push_back(d);
     for (int d = 0; d < ep_; ++d) first_expert_group_.push_back(d);
     for (int d = 0; d < dp_all_; d += ep_) first_expert_replica_.push_back(d);
+    for (int d = 0; d < cp_; ++d) first_context_group_.push_back(d);
     group_of_.resize(plan_.num_ranks);
     position_.resize(plan_.num_ranks);
     for (auto& g : group_of_) g.fill(-1);
@@ -81,7 +83,7 @@ class Instantiator {
   void add_cost(const std::vector<std::int32_t>& ranks, GroupKind kind,
                 const std::vector<int>& folded_dp) {
     if (!fold_) return;
-    if (kind == GroupKind::Dp || kind == GroupKind::Ep) {  // made of DP indices
+    if (kind == GroupKind::Dp || kind == GroupKind::Ep || kind == GroupKind::Cp) {  // DP indices
       const int first = plan_.real_rank[ranks[0]];
       const int st = first / (tp_ * dp_all_), t = first % tp_;
       for (int d : folded_dp) plan_.cost_ranks.push_back(real_rank_of(st, d, t));
@@ -110,13 +112,16 @@ class Instantiator {
                             GroupKind::Dp);
     for (int d = 0; d < dp_; ++d) join(rank_of(st, d, t), Peer::Dp, g, d);
     if (k_ > 1) {
-      split_dp(st, t, k_, {Peer::DpShard, GroupKind::Dp, "dp-shard", first_shard_},
-               {Peer::DpReplica, GroupKind::Dp, "dp-replica", first_replica_});
+      const SubGroups replicas{Peer::DpReplica, GroupKind::Dp, "dp-replica", first_replica_};
+      split_dp(st, t, k_, {Peer::DpShard, GroupKind::Dp, "dp-shard", first_shard_}, &replicas);
     }
     if (ep_ > 1) {
-      split_dp(st, t, ep_, {Peer::Ep, GroupKind::Ep, "ep", first_expert_group_},
-               {Peer::Edp, GroupKind::Dp, "edp", first_expert_replica_});
+      const SubGroups replicas{Peer::Edp, GroupKind::Dp, "edp", first_expert_replica_};
+      split_dp(st, t, ep_, {Peer::Ep, GroupKind::Ep, "ep", first_expert_group_}, &replicas);
     }
+    // The cp consecutive ranks sharing each sample (their strided groups, the DP groups without
+    // CP, carry nothing: gradients are reduced over the whole dp x cp group).
+    if (cp_ > 1) split_dp(st, t, cp_, {Peer::Cp, GroupKind::Cp, "cp", first_context_group_}, nullptr);
   }
 
   // One kind of sub-group of a DP group: its peer, its kind, its name, and the DP indices its
@@ -131,7 +136,7 @@ class Instantiator {
   // The DP group of (stage, tp index) split by k: blocks of k consecutive DP ranks and the groups
   // of the ranks at the same position in each block. Folded, the one DP member stands for the
   // first of each.
-  void split_dp(int st, int t, int k, const SubGroups& blocks, const SubGroups& strides) {
+  void split_dp(int st, int t, int k, const SubGroups& blocks, const SubGroups* strides) {
     const int block = fold_ ? 1 : k, count = fold_ ? 1 : dp_all_ / k;
     const std::string where = " s" + std::to_string(st) + " t" + std::to_string(t);
     for (int j = 0; j < count; ++j) {
@@ -141,12 +146,12 @@ class Instantiator {
                               blocks.folded_dp);
       for (int i = 0; i < block; ++i) join(members[i], blocks.peer, g, i);
     }
-    for (int i = 0; i < block; ++i) {
+    for (int i = 0; strides && i < block; ++i) {
       std::vector<std::int32_t> members;
       for (int j = 0; j < count; ++j) members.push_back(rank_of(st, j * k + i, t));
-      const int g = add_group(members, strides.name + std::to_string(i) + where, strides.kind,
-                              strides.folded_dp);
-      for (int j = 0; j < count; ++j) join(members[j], strides.peer, g, j);
+      const int g = add_group(members, strides->name + std::to_string(i) + where, strides->kind,
+                              strides->folded_dp);
+      for (int j = 0; j < count; ++j) join(members[j], strides->peer, g, j);
     }
   }
 
@@ -257,9 +262,9 @@ class Instantiator {
   const bool fold_;
   TrainingPlan& out_;
   Plan& plan_;
-  const int tp_, pp_, dp_, dp_all_, k_, ep_;
+  const int tp_, pp_, dp_, dp_all_, k_, ep_, cp_;
   std::vector<int> every_dp_, first_shard_, first_replica_;
-  std::vector<int> first_expert_group_, first_expert_replica_;
+  std::vector<int> first_expert_group_, first_expert_replica_, first_context_group_;
   // group_of_[rank][peer]: the group a rank's ops of that peer kind run on; position in it.
   std::vector<std::array<int, kNumPeers>> group_of_, position_;
   std::vector<std::uint32_t> coll_base_, coll_count_;

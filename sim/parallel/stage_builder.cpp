@@ -20,12 +20,12 @@ void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunk
   info.local_params = phi;
   // MiCS / HYBRID_SHARD partition the model states over the shard group only.
   info.dp_partition = ceil_div(phi, s.zero.mics_shard_size > 0 ? dp_subgroup_size(s)
-                                                                : s.parallel.dp);
+                                                                : s.parallel.dp_cp());
   if (s.parallel.ep > 1) {
     // Experts over the expert-data-parallel group, the rest over the DP group.
     info.expert_params = experts;
-    info.expert_partition = ceil_div(experts, s.parallel.dp / s.parallel.ep);
-    info.dp_partition = ceil_div(phi - experts, s.parallel.dp) + info.expert_partition;
+    info.expert_partition = ceil_div(experts, s.parallel.dp_cp() / s.parallel.ep);
+    info.dp_partition = ceil_div(phi - experts, s.parallel.dp_cp()) + info.expert_partition;
   }
   // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
   // fp32 master weights and Adam moments per parameter, partitioned by stage.
@@ -61,21 +61,21 @@ Template StageBuilder::build() {
   stage_states(s_, chunks_, policy_.grads, info_);
   const ModelSpec& m = s_.model;
   const std::int64_t tp = s_.parallel.tp;
-  activation_layer_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
-                                                 s_.parallel.sequence_parallel,
-                                                 s_.parallel.recompute, s_.training.flash_attention);
-  activation_layer_full_ = activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
-                                                      s_.parallel.sequence_parallel, Recompute::None,
-                                                      s_.training.flash_attention);
+  // The micro-batch's tokens on this rank (s / cp of each sequence with context parallelism).
+  const std::int64_t cp = s_.parallel.cp;
+  auto activations = [&](Recompute r, bool moe) {
+    return activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
+                                      s_.parallel.sequence_parallel, r,
+                                      s_.training.flash_attention, moe, cp);
+  };
+  activation_layer_ = activations(s_.parallel.recompute, false);
+  activation_layer_full_ = activations(Recompute::None, false);
   if (m.is_moe()) {
-    activation_moe_layer_ = activation_bytes_per_layer(
-        m, s_.training.micro_batch_size, tp, s_.parallel.sequence_parallel, s_.parallel.recompute,
-        s_.training.flash_attention, true);
-    activation_moe_layer_full_ = activation_bytes_per_layer(
-        m, s_.training.micro_batch_size, tp, s_.parallel.sequence_parallel, Recompute::None,
-        s_.training.flash_attention, true);
+    activation_moe_layer_ = activations(s_.parallel.recompute, true);
+    activation_moe_layer_full_ = activations(Recompute::None, true);
   }
-  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length;
+  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length /
+                    static_cast<double>(cp);
   // The cross-entropy's logits, vocab-parallel over TP: what the framework's loss saves for
   // backward and what lives beside it in its forward and backward (framework_policy.h).
   const double logits = sb * m.vocab_size / tp;
@@ -90,6 +90,16 @@ Template StageBuilder::build() {
   if (s_.parallel.ep > 1) {
     ep_all_to_all_bytes_ = static_cast<Bytes>(2.0 * sb * static_cast<double>(m.moe.top_k) *
                                               m.hidden_size * s_.training.moe_load_imbalance);
+  }
+  // Context parallelism: each rank's keys and values (16-bit, its s / cp tokens, its TP share of
+  // the KV heads; MLA's decompressed per-head keys and values), gathered from all cp ranks.
+  if (cp > 1) {
+    const double kv_width =
+        m.is_mla() ? static_cast<double>(m.num_attention_heads) *
+                         (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim) / tp
+                   : 2.0 * static_cast<double>(std::max<std::int64_t>(1, m.num_kv_heads / tp)) *
+                         static_cast<double>(m.head_dim());
+    cp_kv_bytes_ = static_cast<Bytes>(2.0 * sb * kv_width * static_cast<double>(cp));
   }
   // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
   // parallelism (Megatron's scatter-gather optimisation does the same without it).

@@ -35,6 +35,12 @@ class StageBuilder {
   void backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
   void tp_collectives(std::int32_t after, const std::string& what);
   std::int32_t expert_all_to_alls(std::int32_t after, int count, const std::string& what);
+  // Context parallelism around an attention block's pass: the key/value exchange before it
+  // (returns the op its compute must wait for, or -1), and after it (the dK/dV reduction of a
+  // backward; the wait for an overlapped exchange).
+  std::int32_t context_exchange_before(bool backward, std::int32_t prev, const std::string& what);
+  void context_exchange_after(bool backward, std::int32_t compute, std::int32_t before,
+                              const std::string& what);
   void optimizer_step();
   std::string pass_suffix(int mb, int chunk) const;
   bool first_virtual(int chunk) const { return stage_ == 0 && chunk == 0; }
@@ -68,6 +74,7 @@ class StageBuilder {
   Bytes logits_saved_ = 0, logits_forward_extra_ = 0, logits_backward_extra_ = 0;
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   Bytes ep_all_to_all_bytes_ = 0;  // one token dispatch (or combine) of an MoE layer, per rank
+  Bytes cp_kv_bytes_ = 0;  // context parallelism: all cp ranks' keys and values of one layer
   std::int32_t last_compute_ = -1;
   std::vector<int> forwards_done_, backwards_done_;  // per chunk, in this step
 };

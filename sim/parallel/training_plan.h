@@ -37,11 +37,12 @@ struct Work {
 };
 
 // Ep: the token all-to-alls of expert parallelism (the expert gradients' reduction over the
-// expert-data-parallel group is Dp traffic).
-enum class GroupKind : std::uint8_t { Dp, Tp, Pp, Ep };
-inline constexpr int kNumGroupKinds = 4;
+// expert-data-parallel group is Dp traffic); Cp: context parallelism's key/value exchanges.
+enum class GroupKind : std::uint8_t { Dp, Tp, Pp, Ep, Cp };
+inline constexpr int kNumGroupKinds = 5;
 inline constexpr EnumName<GroupKind> kGroupKindNames[] = {
-    {GroupKind::Dp, "dp"}, {GroupKind::Tp, "tp"}, {GroupKind::Pp, "pp"}, {GroupKind::Ep, "ep"}};
+    {GroupKind::Dp, "dp"}, {GroupKind::Tp, "tp"}, {GroupKind::Pp, "pp"}, {GroupKind::Ep, "ep"},
+    {GroupKind::Cp, "cp"}};
 const char* group_kind_name(GroupKind k);
 
 // Model states per rank: the allocations the ZeRO paper counts (SC20, section 5).

@@ -7,7 +7,7 @@ namespace zerosim::plan_detail {
 std::int32_t tensor_list_op(Emitter& e, const Scenario& s, const std::string& name,
                             const std::vector<std::int32_t>& deps) {
   // A narrow() and a copy_() per rank.
-  return e.work_op(OpKind::Compute, {WorkKind::HostOverhead, 2 * s.parallel.dp, 0}, Stream::Compute,
+  return e.work_op(OpKind::Compute, {WorkKind::HostOverhead, 2 * s.parallel.dp_cp(), 0}, Stream::Compute,
                    Phase::Communication, name, deps);
 }
 
@@ -137,7 +137,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
   issued_before_hook_ = last_issued_;
   const Residency& r = residency_[chunk];
   const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
-  const std::int64_t dp = s_.parallel.dp;
+  const std::int64_t dp = s_.parallel.dp_cp();
   for (std::size_t k = use; k < r.trace.size(); ++k) {
     if (r.issue_at[k] != static_cast<int>(use)) {
       if (k > use && r.issue_at[k] > static_cast<int>(use)) break;
@@ -211,7 +211,7 @@ std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
 // synchronous all-gather per parameter tensor, on the main stream after a
 // torch.cuda.synchronize(), each after its tensor list is built on the host.
 std::int32_t Zero3Params::per_parameter_gather(const Unit& u, bool backward, std::int32_t after) {
-  const std::int64_t dp = s_.parallel.dp;
+  const std::int64_t dp = s_.parallel.dp_cp();
   // A unit of small tensors only (a head that is just the final norm) is gathered tensor by
   // tensor when the persistence threshold lets it be partitioned at all.
   const int tensors = u.big_tensors > 0 ? u.big_tensors : std::max(1, u.small_tensors);

@@ -28,13 +28,14 @@ std::string human_bytes(double b) {
 json conflict_json(const Scenario& s, const StepReport& r) {
   const double dp = r.comm_bytes_per_gpu[0];
   const auto& inter = r.internode_bytes_per_gpu;
-  const double nic_total = inter[0] + inter[1] + inter[2] + inter[3];
+  const double nic_total = inter[0] + inter[1] + inter[2] + inter[3] + inter[4];
   const double capacity = s.cluster.internode_bandwidth_per_gpu() * r.step_time_s;
   json nic = {{"utilization", capacity > 0 ? nic_total / capacity : 0.0},
               {"share_dp", nic_total > 0 ? inter[0] / nic_total : 0.0},
               {"share_tp", nic_total > 0 ? inter[1] / nic_total : 0.0},
               {"share_pp", nic_total > 0 ? inter[2] / nic_total : 0.0},
               {"share_ep", nic_total > 0 ? inter[3] / nic_total : 0.0},
+              {"share_cp", nic_total > 0 ? inter[4] / nic_total : 0.0},
               {"bytes_per_gpu", nic_total}};
   return {{"dp_traffic_multiplier_vs_zero1", r.dp_bytes_zero1 > 0 ? dp / r.dp_bytes_zero1 : 0.0},
           {"dp_bytes_per_gpu_zero1", r.dp_bytes_zero1},
@@ -73,11 +74,13 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
                         {"exposed_comm_by_group", {{"dp", r.breakdown.exposed_by_group[0]},
                                                    {"tp", r.breakdown.exposed_by_group[1]},
                                                    {"pp", r.breakdown.exposed_by_group[2]},
-                                                   {"ep", r.breakdown.exposed_by_group[3]}}}};
+                                                   {"ep", r.breakdown.exposed_by_group[3]},
+                                                   {"cp", r.breakdown.exposed_by_group[4]}}}};
     j["comm_bytes_per_gpu"] = {{"dp", r.comm_bytes_per_gpu[0]},
                                {"tp", r.comm_bytes_per_gpu[1]},
                                {"pp", r.comm_bytes_per_gpu[2]},
-                               {"ep", r.comm_bytes_per_gpu[3]}};
+                               {"ep", r.comm_bytes_per_gpu[3]},
+                               {"cp", r.comm_bytes_per_gpu[4]}};
     j["conflict"] = conflict_json(s, r);
     char fp[24];
     std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(r.fingerprint));
@@ -117,7 +120,8 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     << ") on "
     << s.cluster.nodes << " x " << s.cluster.preset << " (" << s.num_gpus() << " GPUs)\n";
   o << "  parallel: tp " << p.tp << ", pp " << p.pp << ", dp " << p.dp
-    << (s.model.is_moe() ? ", ep " + std::to_string(p.ep) : "") << ", ZeRO-"
+    << (s.model.is_moe() ? ", ep " + std::to_string(p.ep) : "")
+    << (p.cp > 1 ? ", cp " + std::to_string(p.cp) : "") << ", ZeRO-"
     << s.zero.stage << (s.zero.overlap_comm ? " (overlap_comm)" : "") << "; micro-batch "
     << s.training.micro_batch_size << " x " << s.training.gradient_accumulation_steps
     << " accumulation steps, global batch " << s.training.global_batch_size << " x "
@@ -131,7 +135,8 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     o << "    exposed comm  " << fmt("%.4f s", b.exposed_comm_s) << "  (dp "
       << fmt("%.4f", b.exposed_by_group[0]) << ", tp " << fmt("%.4f", b.exposed_by_group[1])
       << ", pp " << fmt("%.4f", b.exposed_by_group[2])
-      << (s.model.is_moe() ? ", ep " + fmt("%.4f", b.exposed_by_group[3]) : "") << ")\n";
+      << (s.model.is_moe() ? ", ep " + fmt("%.4f", b.exposed_by_group[3]) : "")
+      << (s.parallel.cp > 1 ? ", cp " + fmt("%.4f", b.exposed_by_group[4]) : "") << ")\n";
     o << "    bubble        " << fmt("%.4f s", b.bubble_s) << "\n";
     if (s.zero.offload_optimizer != OffloadDevice::None || s.zero.offload_param != OffloadDevice::None) {
       o << "    offload       " << fmt("%.4f s", b.offload_s) << "  (waits for host work; CPU step "
@@ -142,7 +147,8 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
       << "\n";
     o << "  sent per GPU    dp " << human_bytes(r.comm_bytes_per_gpu[0]) << ", tp "
       << human_bytes(r.comm_bytes_per_gpu[1]) << ", pp " << human_bytes(r.comm_bytes_per_gpu[2])
-      << (s.model.is_moe() ? ", ep " + human_bytes(r.comm_bytes_per_gpu[3]) : "") << "\n";
+      << (s.model.is_moe() ? ", ep " + human_bytes(r.comm_bytes_per_gpu[3]) : "")
+      << (s.parallel.cp > 1 ? ", cp " + human_bytes(r.comm_bytes_per_gpu[4]) : "") << "\n";
     const json c = conflict_json(s, r);
     o << "  conflict        DP traffic x" << fmt("%.2f", c["dp_traffic_multiplier_vs_zero1"].get<double>())
       << " of ZeRO-1, exposed DP " << fmt("%.3f s", c["exposed_dp_comm_s"].get<double>())
@@ -151,6 +157,7 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
       << fmt("%.0f %%", 100 * c["nic"]["share_pp"].get<double>()) << ", tp "
       << fmt("%.0f %%", 100 * c["nic"]["share_tp"].get<double>())
       << (s.model.is_moe() ? ", ep " + fmt("%.0f %%", 100 * c["nic"]["share_ep"].get<double>()) : "")
+      << (s.parallel.cp > 1 ? ", cp " + fmt("%.0f %%", 100 * c["nic"]["share_cp"].get<double>()) : "")
       << ")\n";
   }
   const auto& m = r.memory.category_max;

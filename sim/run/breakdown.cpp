@@ -130,7 +130,7 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
   const double tail = ps_to_seconds(r.makespan - host_end);
   if (tp.stages.size() > 1) b.bubble_s += tail; else b.other_s += tail;
   b.exposed_comm_s = b.exposed_by_group[0] + b.exposed_by_group[1] + b.exposed_by_group[2] +
-                     b.exposed_by_group[3];
+                     b.exposed_by_group[3] + b.exposed_by_group[4];
   return b;
 }
 

@@ -219,7 +219,7 @@ void play_step(const Scenario& s, ComputeCost& compute, Simulation& sim) {
       FlowCommOptions options;
       options.nccl = nccl_options(s);
       if (plan.folded()) {  // inject the other replicas' copies of what reaches the fabric
-        options.replicas = s.parallel.dp;
+        options.replicas = s.parallel.dp_cp();
         options.replica_rank_stride = s.parallel.tp;  // Megatron's order: tp, then dp, then pp
       }
       FlowComm comm(s.cluster, options, classes);

@@ -331,9 +331,16 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                       "data-parallel degree (derived: GPUs / (tp*pp*cp))", FIELD(parallel.dp))
                   .flag("dp", "data-parallel degree (sets parallel.dp; derived if absent)")
                   .in_cases("parallel.dp"));
-  t.push_back(int_key("parallel.cp", 1, 1, kMaxDegree, "context-parallel degree",
+  t.push_back(int_key("parallel.cp", 1, 1, kMaxDegree,
+                      "context-parallel degree: each sequence split over cp ranks (Megatron-core)",
                       FIELD(parallel.cp))
+                  .flag("cp", "context-parallel degree (sets parallel.cp)")
                   .in_cases("parallel.cp"));
+  t.push_back(enum_key("parallel.cp_comm_type", "p2p", kCpCommTypeNames,
+                       "how context parallelism exchanges keys and values (Megatron "
+                       "--cp-comm-type): p2p (ring attention, overlapped) or all_gather",
+                       FIELD(parallel.cp_comm_type))
+                  .in_cases("parallel.cp_comm_type"));
   t.push_back(int_key("parallel.ep", 1, 1, kMaxDegree,
                       "expert-parallel degree (MoE models): each group of ep consecutive DP ranks "
                       "holds num_experts / ep experts per rank and exchanges tokens all-to-all",

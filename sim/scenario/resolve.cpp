@@ -50,6 +50,29 @@ using Given = std::function<bool(const std::string&)>;
 // ---- cross-key rules, by section ---------------------------------------------------------------
 
 // tp x pp x cp divides the GPUs, dp is what is left; the layers, heads and FFN split evenly.
+// Context parallelism as Megatron-core runs it (and torchtitan's ring attention under FSDP).
+void context_parallel_rules(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  if (p.cp == 1) return;
+  if (p.framework != Framework::Megatron && p.framework != Framework::Fsdp)
+    throw InputError("parallel.cp", "context parallelism is simulated for megatron and fsdp "
+                                    "(torchtitan) runs; " + to_string(p.framework) +
+                                    " has none (DeepSpeed's sequence parallelism is Ulysses, "
+                                    "not simulated); allowed: 1");
+  if (p.cp_comm_type == CpCommType::A2a || p.cp_comm_type == CpCommType::A2aP2p)
+    throw InputError("parallel.cp_comm_type", "a2a (Ulysses) and a2a+p2p are not simulated yet; "
+                                              "allowed: p2p, all_gather");
+  // Each rank holds two of 2 x cp chunks, one early and one late (load balance under the causal
+  // mask).
+  if (s.model.seq_length % (2 * p.cp) != 0)
+    throw InputError("parallel.cp", "2 x cp must divide the sequence length (" +
+                                        std::to_string(s.model.seq_length) + ") into equal "
+                                        "chunks, got cp " + std::to_string(p.cp));
+  if (p.ep > 1)
+    throw InputError("parallel.cp", "context parallelism with expert parallelism is not "
+                                    "simulated yet; use cp 1 or ep 1");
+}
+
 // Expert parallelism: what it needs, and the combinations not simulated yet (refused, never
 // approximated).
 void expert_parallel_rules(const Scenario& s) {
@@ -105,10 +128,8 @@ void parallel_rules(Scenario& s, const Given& given) {
                                         std::to_string(p.dp));
   }
   p.dp = derived_dp;
-  if (p.cp != 1) {
-    throw InputError("parallel.cp", "context parallelism is not simulated yet; allowed: 1");
-  }
   const ModelSpec& m = s.model;
+  context_parallel_rules(s);
   if (p.pp > m.num_layers) {
     throw InputError("parallel.pp", "must not exceed model.num_layers (" +
                                         std::to_string(m.num_layers) + "), got " +

@@ -30,6 +30,11 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+// How context parallelism exchanges keys and values (Megatron-core's --cp-comm-type): p2p, ring
+// attention (each chunk passed around the CP ring while the previous one is attended to);
+// all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses) and
+// a2a+p2p are not simulated yet.
+enum class CpCommType { P2p, AllGather, A2a, A2aP2p };
 // The dtype gradients are reduced in: the framework's own, or DeepSpeed's communication_data_type.
 enum class CommDtype { Default, Fp16, Bf16, Fp32 };
 
@@ -41,6 +46,9 @@ inline constexpr EnumName<NetworkModel> kNetworkModelNames[] = {
     {NetworkModel::AlphaBeta, "alpha-beta"}};
 inline constexpr EnumName<OffloadDevice> kOffloadDeviceNames[] = {
     {OffloadDevice::None, "none"}, {OffloadDevice::Cpu, "cpu"}, {OffloadDevice::Nvme, "nvme"}};
+inline constexpr EnumName<CpCommType> kCpCommTypeNames[] = {
+    {CpCommType::P2p, "p2p"}, {CpCommType::AllGather, "all_gather"}, {CpCommType::A2a, "a2a"},
+    {CpCommType::A2aP2p, "a2a+p2p"}};
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
     {PipelineSchedule::Interleaved, "interleaved"}};
@@ -77,6 +85,11 @@ struct ParallelConfig {
   // ranks (Megatron-core's expert_model_parallel_size; DeepSpeed-MoE's ep_size), their
   // gradients reduced over the dp / ep ranks that hold the same experts.
   int ep = 1;
+  CpCommType cp_comm_type = CpCommType::P2p;
+  // The ranks that hold the same model shard: Megatron's data-parallel group with context
+  // parallelism. Gradients are reduced, and ZeRO partitions, over these dp x cp ranks; cp
+  // consecutive ones share each sample (cp is inner to dp in Megatron's rank order).
+  int dp_cp() const { return dp * cp; }
   int virtual_stages = 1;
   PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;

@@ -90,6 +90,20 @@ TEST(expertParallel, ExpertGemmsPerRank) {
   }
 }
 
+// A folded plan (one replica standing for all) times an expert-parallel step as the full plan
+// does: here each expert group spans two nodes, so the all-to-alls cross the fabric.
+TEST(expertParallel, FoldedStepEqualsTheFullOne) {
+  json doc = moe_doc(16, {{"stage", 1}}, 2, 16);
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+  doc["model"]["moe"]["num_experts"] = 16;
+  doc["sim"] = {{"ranks", "folded"}};
+  const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
+  doc["sim"]["ranks"] = "all";
+  const double all = simulate_step(resolve_scenario(doc)).report.step_time_s;
+  EXPECT_EQ(folded, all);
+  EXPECT_GT(folded, 0);
+}
+
 // What is not simulated yet is refused, naming parallel.ep.
 TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
   auto with = [](int ep, const std::function<void(json&)>& edit) {

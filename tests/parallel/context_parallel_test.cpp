@@ -1,0 +1,105 @@
+// Context parallelism against closed forms, on the tiny model of common.h (h = 64, 4 heads of 16,
+// no GQA, s = 128, 2 layers) under Megatron. With cp ranks per sequence, each holds s / cp tokens
+// and their keys and values, 2 x (s / cp) x b x (K + V width = 128) 16-bit values. The ring passes
+// every chunk to the cp - 1 other ranks: per layer and micro-batch a rank sends
+//   forward:  (cp - 1) chunks (the keys and values around the ring),
+//   backward: 2 (cp - 1) chunks (the keys and values again, and their gradients),
+//   plus (cp - 1) more when the backward recomputes the forward.
+#include <gtest/gtest.h>
+
+#include "sim/cost/work_kernels.h"
+#include "sim/run/simulate.h"
+#include "tests/parallel/common.h"
+
+namespace zerosim {
+namespace {
+
+using namespace testing_plan;
+
+json cp_doc(int gpus, int cp, int gas, const char* recompute = "none") {
+  json doc = tiny_doc(gpus, {{"stage", 1}}, gas);
+  doc["parallel"]["cp"] = cp;
+  doc["parallel"]["framework"] = "megatron";
+  doc["parallel"]["recompute"] = recompute;
+  return doc;
+}
+
+TEST(contextParallel, KeyValueBytesPerGpuFollowTheRing) {
+  const double layers = 2, micro_batches = 3;
+  for (const char* comm : {"p2p", "all_gather"}) {
+    for (const char* recompute : {"none", "full"}) {
+      for (int cp : {2, 4}) {
+        json doc = cp_doc(8, cp, 3, recompute);
+        doc["parallel"]["cp_comm_type"] = comm;
+        const Simulation sim = simulate_step(resolve_scenario(doc));
+        const double chunk = 2.0 * (128.0 / cp) * 128;
+        const double chunks = std::string(recompute) == "full" ? 4 : 3;
+        EXPECT_NEAR(sim.report.comm_bytes_per_gpu[4],
+                    micro_batches * layers * chunks * (cp - 1) * chunk, 1e-6)
+            << comm << " " << recompute << " cp " << cp;
+      }
+    }
+  }
+}
+
+// Gradients are reduced over the dp x cp ranks that hold the same weights: 8 GPUs as dp 4 x
+// cp 2 send what dp 8 sends.
+TEST(contextParallel, GradientsAreReducedOverDpTimesCp) {
+  const Simulation with_cp = simulate_step(resolve_scenario(cp_doc(8, 2, 2)));
+  const Simulation without = simulate_step(resolve_scenario(cp_doc(8, 1, 1)));
+  EXPECT_GT(with_cp.report.comm_bytes_per_gpu[0], 0);
+  EXPECT_DOUBLE_EQ(with_cp.report.comm_bytes_per_gpu[0], without.report.comm_bytes_per_gpu[0]);
+  EXPECT_EQ(with_cp.plan.stages[0].dp_partition, without.plan.stages[0].dp_partition);
+}
+
+// A rank computes its s / cp tokens: every GEMM has s / cp rows, the attention core and the
+// elementwise traffic are 1 / cp of a whole sequence's, and so are the activations it keeps.
+TEST(contextParallel, WorkAndActivationsDivideByCp) {
+  const ModelSpec m = model_preset("llama2-7b", "model");
+  const LayerWork one = layer_forward_work(m, 2, 2, true, true, false, 1, 1.0, 1);
+  const LayerWork four = layer_forward_work(m, 2, 2, true, true, false, 1, 1.0, 4);
+  ASSERT_EQ(one.gemms.size(), four.gemms.size());
+  for (std::size_t i = 0; i < one.gemms.size(); ++i) {
+    EXPECT_EQ(four.gemms[i].m * 4, one.gemms[i].m);
+    EXPECT_EQ(four.gemms[i].n, one.gemms[i].n);
+  }
+  EXPECT_DOUBLE_EQ(four.attention_flops * 4, one.attention_flops);
+  EXPECT_DOUBLE_EQ(four.elementwise_bytes * 4, one.elementwise_bytes);
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+    for (bool flash : {true, false}) {
+      EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 2, 2, true, r, flash, false, 4) * 4,
+                       activation_bytes_per_layer(m, 2, 2, true, r, flash, false, 1));
+    }
+  }
+}
+
+// A folded plan times a context-parallel step as the full plan does (the CP pairs stay in a
+// node here, the DP reduction crosses the fabric).
+TEST(contextParallel, FoldedStepEqualsTheFullOne) {
+  json doc = cp_doc(16, 2, 2);
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+  doc["sim"] = {{"ranks", "folded"}};
+  const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
+  doc["sim"]["ranks"] = "all";
+  EXPECT_EQ(folded, simulate_step(resolve_scenario(doc)).report.step_time_s);
+}
+
+TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
+  auto with = [](const std::function<void(json&)>& edit) {
+    json doc = cp_doc(8, 2, 1);
+    edit(doc);
+    return input_error_key(doc);
+  };
+  EXPECT_EQ(with([](json&) {}), "(accepted)");
+  EXPECT_EQ(with([](json& d) { d["parallel"]["framework"] = "deepspeed"; }), "parallel.cp");
+  EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a"; }), "parallel.cp_comm_type");
+  EXPECT_EQ(with([](json& d) { d["parallel"]["cp"] = 3; }), "parallel");  // 3 does not divide 8 GPUs
+  EXPECT_EQ(with([](json& d) {
+              d["model"]["seq_length"] = 102;
+              d["model"]["max_position_embeddings"] = 128;
+            }),
+            "parallel.cp");  // 2 x cp = 4 does not divide 102
+}
+
+}  // namespace
+}  // namespace zerosim
