@@ -351,6 +351,24 @@ TEST(cliTraceRanks, DefaultTraceOf32NodesStaysUnder20MB) {
   EXPECT_EQ(trace_pids(t), (std::set<int>{0, 64, 128, 192}));
 }
 
+// The Blackwell and H100 PCIe presets (and GB200 NVL72 at one rack) simulate a small data-parallel
+// step end to end: Llama 3 8B, ZeRO-2, on one node (one rack for GB200).
+TEST(cliOutput, NewerClusterPresetsSimulate) {
+  CliDir dir;
+  for (const char* cluster : {"--cluster dgx-b200 --nodes 1", "--cluster h100-pcie-80gb --nodes 1",
+                              "--cluster gb200-nvl72 --nodes 18"}) {
+    SCOPED_TRACE(cluster);
+    RunResult r = dir.run(std::string("simulate --model llama3-8b ") + cluster +
+                          " --zero 2 --mbs 1 --gbs 72 --seq-length 2048 --recompute full --json -");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_GT(j["step_time_s"].get<double>(), 0);
+    EXPECT_GT(j["mfu"].get<double>(), 0);
+    EXPECT_LT(j["mfu"].get<double>(), 1);
+    EXPECT_TRUE(j["fits_in_memory"].get<bool>());
+  }
+}
+
 TEST(cliOutput, AllowOomSimulatesWhatDoesNotFit) {
   CliDir dir;
   RunResult r = dir.run("simulate --model gpt3-175b --zero 0 --tp 1 --pp 1 --set parallel.virtual_stages=1 --nodes 2 --gbs 32 --allow-oom --json -");

@@ -16,8 +16,9 @@ using nlohmann::json;
 
 const std::vector<std::string> kExpectedPresets = {
     "aws-p5-h100",       "dgx-2-v100",          "dgx-a100-40gb",  "dgx-a100-80gb",
-    "dgx-h100",          "dgx-h200",            "gb200-nvl72",    "jean-zay-a100-80gb",
-    "meta-h100-96gb-roce", "meta-h100-roce",    "vtrain-a100-800g"};
+    "dgx-b200",          "dgx-h100",            "dgx-h200",       "gb200-nvl72",
+    "h100-pcie-80gb",    "jean-zay-a100-80gb",  "meta-h100-96gb-roce", "meta-h100-roce",
+    "vtrain-a100-800g"};
 
 ClusterSpec load(const json& j) { return cluster_from_json(j, "cluster"); }
 
@@ -180,6 +181,63 @@ TEST(clusterSpec, PeakTflopsPerPrecision) {
   EXPECT_EQ(to_string(Precision::Bf16), "bf16");
 }
 
+// The Blackwell and H100 PCIe presets against the datasheet figures their sources cite (dense =
+// half the datasheets' sparse tensor figures).
+TEST(clusterPresets, DgxB200MatchesItsDatasheet) {
+  const ClusterSpec c = load({{"preset", "dgx-b200"}});
+  // HGX B200 per GPU: FP16/BF16 4.5 PFLOPS, TF32 2.2 PFLOPS, FP8 9 PFLOPS with sparsity; FP32 75.
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Bf16), 2250);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Fp16), 2250);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Tf32), 1100);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Fp8), 4500);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Fp32), 75);
+  EXPECT_NEAR(c.gpu.gemm_efficiency, 1745.0 / 2250, 1e-3);  // MAMF, B200 SXM
+  // DGX B200: 1,440 GB and 64 TB/s of HBM3e for 8 GPUs; 14.4 TB/s of NVLink.
+  EXPECT_EQ(c.gpu.hbm_bytes, 180LL << 30);
+  EXPECT_DOUBLE_EQ(c.gpu.hbm_bandwidth, 8e12);
+  EXPECT_DOUBLE_EQ(8 * 2 * c.nvlink_bandwidth, 14.4e12);
+  EXPECT_EQ(c.gpu.generation, GpuGeneration::Blackwell);
+  EXPECT_TRUE(c.nvswitch);
+  EXPECT_TRUE(c.nvls);
+  EXPECT_EQ(c.nvlink_domain_gpus, 8);
+  // 8 x 400 Gb/s ConnectX-7 for 8 GPUs; 2 x 56-core Xeon Platinum 8570; PCIe Gen5 x16.
+  EXPECT_DOUBLE_EQ(c.internode_bandwidth_per_gpu(), 50e9);
+  EXPECT_EQ(c.host.cpu_cores, 112);
+  EXPECT_DOUBLE_EQ(c.pcie_bandwidth, 64e9);
+}
+
+TEST(clusterPresets, H100PcieMatchesItsDatasheet) {
+  const ClusterSpec c = load({{"preset", "h100-pcie-80gb"}});
+  // H100 PCIe: BF16 1,513, TF32 756, FP8 3,026 TFLOPS with sparsity; FP32 51; 2 TB/s HBM2e.
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Bf16), 756);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Tf32), 378);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Fp8), 1513);
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops(Precision::Fp32), 51);
+  EXPECT_EQ(c.gpu.hbm_bytes, 80LL << 30);
+  EXPECT_DOUBLE_EQ(c.gpu.hbm_bandwidth, 2e12);
+  EXPECT_EQ(c.gpu.sm_count, 114);
+  // NVLink bridge: 600 GB/s both directions to the one partner card; no NVSwitch, no NVLS.
+  EXPECT_DOUBLE_EQ(c.nvlink_bandwidth, 300e9);
+  EXPECT_FALSE(c.nvswitch);
+  EXPECT_FALSE(c.nvls);
+  EXPECT_EQ(c.nvlink_domain_gpus, 2);
+  EXPECT_EQ(c.pcie_gen, 5);
+  EXPECT_DOUBLE_EQ(c.pcie_bandwidth, 64e9);
+  // 2-8-5: 4 compute NICs of 400 Gb/s for 8 GPUs = 200 Gb/s per GPU.
+  EXPECT_DOUBLE_EQ(c.internode_bandwidth_per_gpu(), 25e9);
+}
+
+// GB200 NVL72 at rack scale: one 72-GPU NVLink5 domain at 1.8 TB/s per GPU (900 GB/s each way).
+TEST(clusterPresets, Gb200Nvl72MatchesItsDatasheet) {
+  const ClusterSpec rack = load({{"preset", "gb200-nvl72"}, {"num_gpus", 72}});
+  EXPECT_EQ(rack.nvlink_domain_gpus, 72);
+  EXPECT_DOUBLE_EQ(rack.nvlink_bandwidth, 900e9);
+  EXPECT_DOUBLE_EQ(72 * 2 * rack.nvlink_bandwidth, 129.6e12);  // "130 TB/s" per rack
+  EXPECT_DOUBLE_EQ(rack.gpu.peak_tflops(Precision::Bf16), 2500);
+  EXPECT_DOUBLE_EQ(rack.gpu.peak_tflops(Precision::Fp32), 80);
+  EXPECT_DOUBLE_EQ(rack.gpu.hbm_bandwidth, 8e12);
+}
+
 TEST(clusterSpec, UnitParsingOfOverrides) {
   ClusterSpec c = load({{"preset", "dgx-h100"},
                         {"nodes", 4},
@@ -265,6 +323,7 @@ TEST(clusterPresets, EveryPresetStatesItsGeneration) {
   const std::map<std::string, GpuGeneration> expected = {
       {"aws-p5-h100", GpuGeneration::Hopper},       {"dgx-2-v100", GpuGeneration::Volta},
       {"dgx-a100-40gb", GpuGeneration::Ampere},     {"dgx-a100-80gb", GpuGeneration::Ampere},
+      {"dgx-b200", GpuGeneration::Blackwell},       {"h100-pcie-80gb", GpuGeneration::Hopper},
       {"dgx-h100", GpuGeneration::Hopper},          {"dgx-h200", GpuGeneration::Hopper},
       {"gb200-nvl72", GpuGeneration::Blackwell},    {"jean-zay-a100-80gb", GpuGeneration::Ampere},
       {"meta-h100-96gb-roce", GpuGeneration::Hopper}, {"meta-h100-roce", GpuGeneration::Hopper},

@@ -224,6 +224,27 @@ TEST(topology, Nvl72DomainSpansTrays) {
   EXPECT_EQ(t.link(r[0]).cls, LinkClass::NvLink);
 }
 
+// H100 PCIe with NVLink bridges: pairs of GPUs share a direct 300 GB/s link (no NVSwitch); GPUs
+// of different pairs in one server go through PCIe and the host; 4 PCIe switches, one NIC each.
+TEST(topology, H100PcieBridgesPairsAndCrossesPairsThroughTheHost) {
+  Topology t = build_topology(preset("h100-pcie-80gb", 1));
+  auto n = count_kinds(t);
+  EXPECT_EQ(n[VertexKind::Gpu], 8);
+  EXPECT_EQ(n[VertexKind::NvSwitch], 0);
+  EXPECT_EQ(n[VertexKind::PcieSwitch], 4);
+  EXPECT_EQ(n[VertexKind::Nic], 4);
+  EXPECT_TRUE(t.same_nvlink_domain(0, 1));
+  EXPECT_FALSE(t.same_nvlink_domain(1, 2));
+  auto pair = t.route(0, 1);
+  ASSERT_EQ(pair.size(), 1u);
+  EXPECT_EQ(t.link(pair[0]).cls, LinkClass::NvLink);
+  EXPECT_DOUBLE_EQ(t.link(pair[0]).bandwidth, 300e9);
+  auto across = t.route(1, 2);
+  expect_connected(t, across, t.gpu_vertex(1), t.gpu_vertex(2));
+  EXPECT_TRUE(crosses(t, across, VertexKind::Host));
+  for (LinkId l : across) EXPECT_EQ(t.link(l).cls, LinkClass::Pcie);
+}
+
 TEST(topology, NicLocalityFollowsPcieSwitches) {
   EXPECT_EQ(local_nics_of(preset("dgx-h100", 1), 5), (std::vector<int>{5}));
   ClusterSpec four = preset("vtrain-a100-800g", 1);  // 8 GPUs, 4 NICs
