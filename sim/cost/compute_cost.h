@@ -57,6 +57,7 @@ class ComputeCost : public ComputeModel {
   ComputeConstants c_;
   double peak_flops_ = 0;     // FLOP/s at the training precision
   double gemm_flops_ = 0;     // best achievable GEMM FLOP/s
+  double gemm_flops_fp8_ = 0;  // the same in FP8 (fp8 training)
   double hbm_bytes_per_s_ = 0;
   AttentionEfficiency flash_;
   LayerWork layer_, moe_layer_;  // a dense layer's work, and an MoE layer's (MoE models)

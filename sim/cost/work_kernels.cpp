@@ -45,6 +45,7 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       k.gemms = block_gemms(layer, false);
       k.elementwise_bytes = layer.elementwise_bytes / 2;
       break;
+
     case WorkKind::HeadForward:
     case WorkKind::HeadBackward:
       k.gemms = {{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s.parallel.tp,
@@ -58,6 +59,16 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       k.once_bytes = 6.0 * sb * m.hidden_size;
       break;
     default: break;  // optimizer steps, copies, quantization, host work: priced elsewhere
+  }
+  if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) {
+    // Transformer Engine runs a layer's linears in FP8: each GEMM's 16-bit input is cast to
+    // FP8 first (read 2 bytes, write 1 per element of its m x k input; ASSUMPTION: the amax
+    // reduction and the weights' casts, once per step, are neglected).
+    for (Gemm& g : k.gemms) {
+      g.fp8 = true;
+      *k.elementwise_bytes += 3.0 * static_cast<double>(g.m) * static_cast<double>(g.k) *
+                              static_cast<double>(g.count);
+    }
   }
   return k;
 }

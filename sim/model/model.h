@@ -38,10 +38,12 @@ struct MoeSpec {
   std::int64_t shared_ffn_hidden_size = 0;
   bool shared_expert_gate = false;  // Qwen2-MoE: a [h -> 1] sigmoid gate scales the shared expert
   bool router_bias = false;         // gpt-oss: the router linear has a bias
-  // Layer i (from 0) is an MoE layer when i >= first_layer and (i - first_layer) % layer_freq
-  // == 0; the others have the dense MLP of ffn_hidden_size (DeepSeek's first_k_dense_replace,
-  // Qwen's decoder_sparse_step, Megatron's moe_layer_freq).
-  std::int64_t first_layer = 0;
+  // Layer i (from 0) is an MoE layer when i >= first_k_dense and (i - first_k_dense) % layer_freq
+  // == 0: after first_k_dense dense layers, every layer_freq-th one, starting with the first
+  // (DeepSeek's first_k_dense_replace, Qwen's decoder_sparse_step, Megatron's moe_layer_freq);
+  // the others have the dense MLP of ffn_hidden_size. The case format's keys: first_k_dense,
+  // moe_layer_freq.
+  std::int64_t first_k_dense = 0;
   std::int64_t layer_freq = 1;
   bool operator==(const MoeSpec&) const = default;
 };
@@ -98,11 +100,11 @@ struct ModelSpec {
   bool is_moe() const { return moe.num_experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }
   bool is_moe_layer(std::int64_t layer) const {
-    return is_moe() && layer >= moe.first_layer && (layer - moe.first_layer) % moe.layer_freq == 0;
+    return is_moe() && layer >= moe.first_k_dense && (layer - moe.first_k_dense) % moe.layer_freq == 0;
   }
   std::int64_t moe_layer_count() const {
-    if (!is_moe() || moe.first_layer >= num_layers) return 0;
-    return (num_layers - 1 - moe.first_layer) / moe.layer_freq + 1;
+    if (!is_moe() || moe.first_k_dense >= num_layers) return 0;
+    return (num_layers - 1 - moe.first_k_dense) / moe.layer_freq + 1;
   }
   bool linear_bias() const { return qkv_bias && attention_output_bias && mlp_bias; }
   std::int64_t head_dim() const {
@@ -174,6 +176,7 @@ struct Gemm {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t count = 1;
   bool expert = false;  // the routed experts' GEMMs (count of them), grouped or looped
+  bool fp8 = false;     // run in FP8 (a transformer layer's linear under fp8 training)
 
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };

@@ -46,11 +46,11 @@ void validate_moe(const ModelSpec& m, const std::string& key_path) {
                            std::to_string(e.num_experts * e.expert_ffn_hidden_size));
     if (e.shared_ffn_hidden_size != 0)
       check_range(e.shared_ffn_hidden_size, kMaxWidth, key_join(moe, "shared_ffn_hidden_size"));
-    if (e.first_layer < 0 || e.first_layer >= m.num_layers)
-      throw InputError(key_join(moe, "first_layer"),
-                       "must be a layer index from 0 to num_layers - 1 (" +
-                           std::to_string(m.num_layers - 1) + "), got " + std::to_string(e.first_layer));
-    check_range(e.layer_freq, kMaxLayers, key_join(moe, "layer_freq"));
+    if (e.first_k_dense < 0 || e.first_k_dense >= m.num_layers)
+      throw InputError(key_join(moe, "first_k_dense"),
+                       "must be a count of leading dense layers from 0 to num_layers - 1 (" +
+                           std::to_string(m.num_layers - 1) + "), got " + std::to_string(e.first_k_dense));
+    check_range(e.layer_freq, kMaxLayers, key_join(moe, "moe_layer_freq"));
     if (e.shared_expert_gate && e.shared_ffn_hidden_size == 0)
       throw InputError(key_join(moe, "shared_expert_gate"),
                        "gates a shared expert: needs shared_ffn_hidden_size > 0");
@@ -204,22 +204,60 @@ bool read_fields(const json& value, const std::string& path, const std::vector<I
   return changed;
 }
 
-// model.moe and model.mla of an inline object, over the base's. A MoE object without a base's
+// model.moe and model.mla of an inline object, over the base's. The moe keys are the
+// zerosim-published-cases/1 format's (num_experts, top_k, expert_ffn_hidden_size,
+// shared_experts: a count of experts of the expert width, first_k_dense, moe_layer_freq,
+// capacity_factor) and zerosim's own (shared_ffn_hidden_size: the shared experts' summed width
+// when it is no such multiple, shared_expert_gate, router_bias). A MoE object without a base's
 // experts needs num_experts, top_k and expert_ffn_hidden_size; an MLA one kv_lora_rank and the
-// three head widths (validate_moe says which is missing by its range).
-bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m) {
+// three head widths.
+bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m,
+                      std::vector<InputWarning>& warnings) {
   bool changed = false;
   if (auto it = obj.find("moe"); it != obj.end()) {
     MoeSpec& e = m.moe;
-    changed = read_fields(*it, key_join(key_path, "moe"),
+    const std::string path = key_join(key_path, "moe");
+    if (!it->is_object()) throw InputError(path, std::string("must be an object, got ") + it->type_name());
+    json fields = *it;
+    std::int64_t shared_experts = -1;
+    if (auto s = fields.find("shared_experts"); s != fields.end()) {
+      shared_experts = read_int(*s, key_join(path, "shared_experts"), 0);
+      fields.erase(s);
+    }
+    if (auto c = fields.find("capacity_factor"); c != fields.end()) {
+      if (!c->is_null()) {
+        if (!c->is_number() || !(c->get<double>() > 0))
+          throw InputError(key_join(path, "capacity_factor"),
+                           "must be a positive number, or null (dropless)");
+        warnings.push_back(
+            {key_join(path, "capacity_factor"),
+             "token dropping beyond " + c->dump() + " x an expert's mean share is not simulated: "
+             "zerosim routes every token (dropless), balanced unless "
+             "training.moe_load_imbalance says otherwise"});
+      }
+      fields.erase(c);
+    }
+    changed = read_fields(fields, path,
                           {{"num_experts", &e.num_experts, 1},
                            {"top_k", &e.top_k, 1},
                            {"expert_ffn_hidden_size", &e.expert_ffn_hidden_size, 1},
                            {"shared_ffn_hidden_size", &e.shared_ffn_hidden_size, 0},
-                           {"first_layer", &e.first_layer, 0},
-                           {"layer_freq", &e.layer_freq, 1}},
+                           {"first_k_dense", &e.first_k_dense, 0},
+                           {"moe_layer_freq", &e.layer_freq, 1}},
                           {{"shared_expert_gate", &e.shared_expert_gate},
                            {"router_bias", &e.router_bias}});
+    if (shared_experts >= 0) {
+      if (e.expert_ffn_hidden_size > kMaxWidth)
+        throw InputError(key_join(path, "expert_ffn_hidden_size"),
+                         "must be at most " + std::to_string(kMaxWidth));
+      const std::int64_t width = shared_experts * e.expert_ffn_hidden_size;
+      if (fields.contains("shared_ffn_hidden_size") && width != e.shared_ffn_hidden_size)
+        throw InputError(key_join(path, "shared_experts"),
+                         "says " + std::to_string(width) + " of shared width, shared_ffn_hidden_size " +
+                             std::to_string(e.shared_ffn_hidden_size) + "; give one of them");
+      changed = changed || width != e.shared_ffn_hidden_size;
+      e.shared_ffn_hidden_size = width;
+    }
     const std::pair<const char*, std::int64_t> needed[] = {
         {"num_experts", e.num_experts}, {"top_k", e.top_k},
         {"expert_ffn_hidden_size", e.expert_ffn_hidden_size}};
@@ -339,7 +377,7 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_int("sliding_window", m.sliding_window);
   set_bool("qk_norm", m.qk_norm);
   set_bool("attention_sinks", m.attention_sinks);
-  overridden = read_moe_and_mla(obj, key_path, m) || overridden;
+  overridden = read_moe_and_mla(obj, key_path, m, warnings) || overridden;
   if (!has_base) {
     if (!at("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
     // Derived before validate_model checks sizes: keep the product inside int64.
@@ -473,8 +511,8 @@ nlohmann::json model_to_json(const ModelSpec& m) {
                 {"shared_ffn_hidden_size", e.shared_ffn_hidden_size},
                 {"shared_expert_gate", e.shared_expert_gate},
                 {"router_bias", e.router_bias},
-                {"first_layer", e.first_layer},
-                {"layer_freq", e.layer_freq}};
+                {"first_k_dense", e.first_k_dense},
+                {"moe_layer_freq", e.layer_freq}};
   }
   if (m.is_mla()) {
     const MlaSpec& a = m.mla;

@@ -123,7 +123,7 @@ ModelSpec deepseek_v3() {
   e.top_k = 8;
   e.expert_ffn_hidden_size = 2048;
   e.shared_ffn_hidden_size = 2048;
-  e.first_layer = 3;
+  e.first_k_dense = 3;
   ModelSpec m = moe_llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 163840, e,
                           "DeepSeek-AI 2024, DeepSeek-V3 technical report (arXiv:2412.19437), "
                           "Sec. 4.2-4.3, and deepseek-ai/DeepSeek-V3 config.json");

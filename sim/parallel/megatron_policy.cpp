@@ -24,7 +24,7 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
                                                             : hook_stream(s, g.when);
   // Megatron accumulates and reduces gradients in fp32 when training in bf16
   // (accumulate_allreduce_grads_in_fp32).
-  g.bytes_per_element = s.training.precision == Precision::Bf16 ? 4 : 2;
+  g.bytes_per_element = sixteen_bit(s.training.precision) == Precision::Bf16 ? 4 : 2;
   // Megatron-core gives pipeline ranks after the first one a single bucket
   // (distributed_data_parallel.py: bucket_size None when pp_rank > 0).
   g.first_bucket_limit = g.bucket_limit = overlap && stage > 0
@@ -47,7 +47,7 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   // an fp32 tensor is no copy); with fp16 gradients it is an fp32 copy (4 bytes per updated
   // element; the Megatron-LM README counts it: fp16 params and grads take 20 bytes per parameter,
   // 4 + 16/d with the distributed optimizer). Apex/TE FusedAdam keeps no temporaries.
-  p.memory.step_bytes_per_element = s.training.precision == Precision::Bf16 ? 0 : 4;
+  p.memory.step_bytes_per_element = sixteen_bit(s.training.precision) == Precision::Bf16 ? 0 : 4;
   p.host = megatron_gpt_layer_host_ops();
   return p;
 }

@@ -11,7 +11,7 @@ FrameworkPolicy nanotron_policy(const Scenario& s, int /*stage*/) {
   g.when = zs >= 2 ? ReduceWhen::EveryBackward : ReduceWhen::AfterBackward;
   g.stream = hook_stream(s, g.when);
   // nanotron's fp32 gradient accumulation when training in bf16.
-  g.bytes_per_element = s.training.precision == Precision::Bf16 ? 4 : 2;
+  g.bytes_per_element = sixteen_bit(s.training.precision) == Precision::Bf16 ? 4 : 2;
   g.first_bucket_limit = g.bucket_limit = megatron_bucket_elements(s);
   sharded_reduction(s, g);
   g.stage3_bucket_buffer = zs == 3 && s.zero.contiguous_gradients;

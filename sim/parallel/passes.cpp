@@ -5,19 +5,19 @@
 
 namespace zerosim::plan_detail {
 
-void StageBuilder::tp_collectives(std::int32_t after, const std::string& what) {
+void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, Bytes bytes) {
   // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
   // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
   // after the block and an all-gather before the next, each moving half an all-reduce.
   if (s_.parallel.tp == 1) return;
   std::int32_t last;
   if (s_.parallel.sequence_parallel) {
-    std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, tp_activation_bytes_,
+    std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, bytes,
                                     Stream::TpComm, "tp reduce_scatter " + what, {after});
-    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_activation_bytes_,
+    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, bytes,
                          Stream::TpComm, "tp all_gather " + what, {rs});
   } else {
-    last = e_.collective(Peer::Tp, CollectiveKind::AllReduce, tp_activation_bytes_,
+    last = e_.collective(Peer::Tp, CollectiveKind::AllReduce, bytes,
                          Stream::TpComm, "tp all_reduce " + what, {after});
   }
   e_.host_wait(last);
@@ -126,7 +126,9 @@ void StageBuilder::forward_pass(int mb, int chunk) {
     if (unit.forward == WorkKind::HeadForward && logits_forward_extra_ > 0) {
       e_.free_op(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
     }
-    if (unit.forward != WorkKind::HeadForward) tp_collectives(prev, unit_op_name(unit, "fwd"));
+    if (unit.forward != WorkKind::HeadForward) {
+      tp_collectives(prev, unit_op_name(unit, "fwd"), tp_bytes_of(unit));
+    }
     if (stage3 && zero3_.release_after_forward(chunk, u)) {
       e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
     }
@@ -192,7 +194,9 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     }
     // The input gradient of every column-parallel block (and of the vocab-parallel head) is
     // all-reduced; the embedding's is not needed.
-    if (unit.backward != WorkKind::EmbedBackward) tp_collectives(prev, unit_op_name(unit, "bwd"));
+    if (unit.backward != WorkKind::EmbedBackward) {
+      tp_collectives(prev, unit_op_name(unit, "bwd"), tp_bytes_of(unit));
+    }
     if (head) {
       e_.free_op(MemCategory::Activations, logits_saved_, "logits");
       if (logits_backward_extra_ > 0) {

@@ -86,10 +86,16 @@ Template StageBuilder::build() {
   tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
   // Expert parallelism: each rank sends its tokens' top_k copies (16-bit hidden vectors) to the
   // ranks of their experts, and gets as many back; the busiest rank's share scales with the
-  // routing imbalance.
+  // routing imbalance. With TP and sequence parallelism each TP rank dispatches its 1 / tp of
+  // the tokens, and the TP group then gathers what its experts received (top_k times a dense
+  // block's TP collectives: Megatron-core's all-to-all dispatcher with expert TP = TP).
   if (s_.parallel.ep > 1) {
-    ep_all_to_all_bytes_ = static_cast<Bytes>(2.0 * sb * static_cast<double>(m.moe.top_k) *
-                                              m.hidden_size * s_.training.moe_load_imbalance);
+    ep_all_to_all_bytes_ = static_cast<Bytes>(
+        2.0 * sb * static_cast<double>(m.moe.top_k) * m.hidden_size *
+        s_.training.moe_load_imbalance / (s_.parallel.sequence_parallel ? tp : 1));
+    moe_tp_activation_bytes_ = tp_activation_bytes_ * m.moe.top_k;
+  } else {
+    moe_tp_activation_bytes_ = tp_activation_bytes_;
   }
   // Context parallelism: each rank's keys and values (16-bit, its s / cp tokens, its TP share of
   // the KV heads; MLA's decompressed per-head keys and values), gathered from all cp ranks.
@@ -142,6 +148,17 @@ void StageBuilder::allocate_states() {
            generation_constants(s_.cluster.gpu.generation).cublas_workspace_bytes,
            "cublas_workspace");
   if (g.bucket_copy) e_.alloc(MemCategory::Buffers, 2 * info_.local_params, "ddp_buckets");
+  if (s_.training.precision == Precision::Fp8 && s_.zero.stage < 3) {
+    // Transformer Engine caches each layer weight in FP8 and its transpose (for the backward's
+    // GEMMs) across the micro-batches of a step: 2 bytes per parameter of the layer blocks.
+    std::int64_t layer_params = 0;
+    for (const auto& chunk : chunks_) {
+      for (const Unit& u : chunk) {
+        if (u.layer >= 0) layer_params += u.params;
+      }
+    }
+    e_.alloc(MemCategory::Buffers, 2 * layer_params, "fp8 weight copies");
+  }
   if (g.stage3_bucket_buffer) {
     e_.alloc(MemCategory::Buffers, 2 * s_.zero.reduce_bucket_size, "ipg_buffer");
   }

@@ -33,7 +33,7 @@ class StageBuilder {
   void allocate_states();
   void forward_pass(int mb, int chunk);
   void backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
-  void tp_collectives(std::int32_t after, const std::string& what);
+  void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes);
   std::int32_t expert_all_to_alls(std::int32_t after, int count, const std::string& what);
   // Context parallelism around an attention block's pass: the key/value exchange before it
   // (returns the op its compute must wait for, or -1), and after it (the dK/dV reduction of a
@@ -74,6 +74,11 @@ class StageBuilder {
   Bytes logits_saved_ = 0, logits_forward_extra_ = 0, logits_backward_extra_ = 0;
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   Bytes ep_all_to_all_bytes_ = 0;  // one token dispatch (or combine) of an MoE layer, per rank
+  Bytes moe_tp_activation_bytes_ = 0;  // an MoE block's TP collective
+  // The TP collective's buffer after a block of unit `u`.
+  Bytes tp_bytes_of(const Unit& u) const {
+    return u.forward == WorkKind::MoeForward ? moe_tp_activation_bytes_ : tp_activation_bytes_;
+  }
   Bytes cp_kv_bytes_ = 0;  // context parallelism: all cp ranks' keys and values of one layer
   std::int32_t last_compute_ = -1;
   std::vector<int> forwards_done_, backwards_done_;  // per chunk, in this step

@@ -250,7 +250,8 @@ Simulation simulate_step(const Scenario& s) {
   rep.tokens_per_s = static_cast<double>(s.tokens_per_step()) / rep.step_time_s;
   const double model_flops = model_flops_per_token(s.model) * static_cast<double>(s.tokens_per_step());
   rep.tflops_per_gpu = model_flops / rep.step_time_s / s.num_gpus() / 1e12;
-  rep.mfu = rep.tflops_per_gpu / s.cluster.gpu.peak_tflops(s.training.precision);
+  // Against the 16-bit peak, FP8 runs too (as NeMo and Megatron report their FP8 runs' MFU).
+  rep.mfu = rep.tflops_per_gpu / s.cluster.gpu.peak_tflops(sixteen_bit(s.training.precision));
 
   const Rank0Bytes bytes = bytes_of_rank0(s.cluster, sim.plan);
   rep.comm_bytes_per_gpu = bytes.sent;

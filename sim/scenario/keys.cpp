@@ -347,6 +347,12 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                       FIELD(parallel.ep))
                   .flag("ep", "expert-parallel degree (sets parallel.ep)")
                   .in_cases("parallel.ep"));
+  t.push_back(int_key("parallel.etp", nullptr, 1, kMaxDegree,
+                      "tensor-parallel degree of the expert layers (Megatron-core's "
+                      "expert_tensor_parallel_size; default tp); simulated as tp, with a warning "
+                      "when it differs",
+                      FIELD(parallel.etp))
+                  .in_cases("parallel.etp"));
   t.push_back(int_key("parallel.virtual_stages", 1, 1, kMaxDegree,
                       "interleaved pipeline stages per GPU", FIELD(parallel.virtual_stages))
                   .in_cases("parallel.virtual_stages"));

@@ -75,9 +75,15 @@ void context_parallel_rules(const Scenario& s) {
 
 // Expert parallelism: what it needs, and the combinations not simulated yet (refused, never
 // approximated).
-void expert_parallel_rules(const Scenario& s) {
-  const ParallelConfig& p = s.parallel;
+void expert_parallel_rules(Scenario& s) {
+  ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
+  if (p.etp == 0) p.etp = p.tp;
+  if (p.etp != p.tp && m.is_moe())
+    s.warnings.push_back({"parallel.etp",
+                          std::to_string(p.etp) + ": the expert layers are simulated with the "
+                          "dense layers' tensor parallelism, tp = " + std::to_string(p.tp) +
+                          " (a different expert TP degree is not simulated yet)"});
   if (m.is_moe() && m.moe.num_experts % p.ep != 0)
     throw InputError("parallel.ep", "must divide model.moe.num_experts (" +
                                         std::to_string(m.moe.num_experts) + "), got " +
@@ -90,10 +96,6 @@ void expert_parallel_rules(const Scenario& s) {
     throw InputError("parallel.ep", "must divide the data-parallel degree (" +
                                         std::to_string(p.dp) + "): the expert-parallel groups are "
                                         "consecutive DP ranks; got " + std::to_string(p.ep));
-  if (p.tp != 1)
-    throw InputError("parallel.ep", "expert parallelism with tp > 1 (expert tensor parallelism "
-                                    "and its token all-gathers) is not simulated yet; use tp 1 "
-                                    "or ep 1");
   const ZeroConfig& z = s.zero;
   if (z.stage == 3)
     throw InputError("parallel.ep", "expert parallelism with ZeRO stage 3 is not simulated yet; "

@@ -52,12 +52,16 @@ inline constexpr EnumName<CpCommType> kCpCommTypeNames[] = {
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
     {PipelineSchedule::Interleaved, "interleaved"}};
-// The 16-bit precisions a step can train in.
 inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
     {CommDtype::Default, "default"}, {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"},
     {CommDtype::Fp32, "fp32"}};
-inline constexpr EnumName<Precision> kTrainingPrecisionNames[] = {{Precision::Bf16, "bf16"},
-                                                                  {Precision::Fp16, "fp16"}};
+// The precisions a step can train in: 16-bit, or fp8 as Transformer Engine runs it (the
+// transformer layers' linear GEMMs in FP8; weights, activations, gradients and the attention
+// core, embedding and output layer in bf16).
+inline constexpr EnumName<Precision> kTrainingPrecisionNames[] = {
+    {Precision::Bf16, "bf16"}, {Precision::Fp16, "fp16"}, {Precision::Fp8, "fp8"}};
+// The 16-bit dtype of a step's weights, activations and gradients (bf16 under fp8 training).
+inline Precision sixteen_bit(Precision p) { return p == Precision::Fp8 ? Precision::Bf16 : p; }
 inline constexpr EnumName<Recompute> kRecomputeNames[] = {
     {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
 
@@ -85,6 +89,9 @@ struct ParallelConfig {
   // ranks (Megatron-core's expert_model_parallel_size; DeepSpeed-MoE's ep_size), their
   // gradients reduced over the dp / ep ranks that hold the same experts.
   int ep = 1;
+  // The expert layers' TP degree (Megatron-core's expert_tensor_parallel_size; 0: tp). Simulated
+  // as tp: a different value is read and warned about.
+  int etp = 0;
   CpCommType cp_comm_type = CpCommType::P2p;
   // The ranks that hold the same model shard: Megatron's data-parallel group with context
   // parallelism. Gradients are reduced, and ZeRO partitions, over these dp x cp ranks; cp

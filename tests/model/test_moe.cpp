@@ -168,7 +168,7 @@ TEST(moeModels, FlopsPerTokenCountTheActiveExpertsOnly) {
   EXPECT_NEAR(model_flops_per_token(m) / expected, 1.0, 1e-12);
 
   // Every other layer MoE (from layer 1): the rest dense, at ffn_hidden_size 11008.
-  m.moe.first_layer = 1;
+  m.moe.first_k_dense = 1;
   m.moe.layer_freq = 2;
   const double dense_weights = attention_weights + 3 * h * 11008;
   const double mixed = 6 * 16 * per_token_weights + 6 * 16 * dense_weights + 12 * l * s * h + 6 * h * V;
@@ -267,6 +267,32 @@ TEST(moeModels, PresetsEqualTheirConfigs) {
     EXPECT_EQ(model_to_json(preset), model_to_json(config)) << c.preset;
     EXPECT_EQ(count_params(preset).total, count_params(config).total) << c.preset;
   }
+}
+
+// The zerosim-published-cases/1 format's moe keys: shared_experts counts experts of the expert
+// width, first_k_dense leading dense layers, moe_layer_freq the spacing; capacity_factor is read
+// and, not being simulated, warned about.
+TEST(moeModels, CaseFormatKeys) {
+  const nlohmann::json model = nlohmann::json::parse(R"({
+      "num_layers": 8, "hidden_size": 1024, "num_attention_heads": 8, "num_kv_heads": 8,
+      "ffn_hidden_size": 4096, "mlp": "swiglu", "vocab_size": 32000, "seq_length": 2048,
+      "tied_embeddings": false,
+      "moe": {"num_experts": 16, "top_k": 2, "expert_ffn_hidden_size": 512, "shared_experts": 2,
+              "first_k_dense": 1, "moe_layer_freq": 2, "capacity_factor": 1.25}})");
+  std::vector<InputWarning> warnings;
+  const ModelSpec m = model_from_json(model, "model", &warnings);
+  EXPECT_EQ(m.moe.shared_ffn_hidden_size, 1024);
+  EXPECT_EQ(m.moe_layer_count(), 4);  // layers 1, 3, 5, 7
+  EXPECT_FALSE(m.is_moe_layer(0));
+  EXPECT_TRUE(m.is_moe_layer(1));
+  EXPECT_FALSE(m.is_moe_layer(2));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].key_path, "model.moe.capacity_factor");
+  nlohmann::json dropless = model;
+  dropless["moe"]["capacity_factor"] = nullptr;
+  warnings.clear();
+  model_from_json(dropless, "model", &warnings);
+  EXPECT_TRUE(warnings.empty());
 }
 
 }  // namespace

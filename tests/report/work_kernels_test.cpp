@@ -153,5 +153,34 @@ TEST(workKernels, HostDispatchBoundsSmallLayerBlocks) {
   }
 }
 
+// fp8 training (Transformer Engine): a layer's linear GEMMs run in FP8, each after a cast of its
+// 16-bit input to FP8 (3 bytes per input element: read 2, write 1); the head's logits stay
+// 16-bit; an A100 has no FP8 tensor cores.
+TEST(workKernels, Fp8RunsTheLayersLinearsInFp8) {
+  auto with = [](const char* precision, const char* cluster) {
+    return resolve_scenario({{"model", "gpt3-1.3b"},
+                             {"cluster", {{"preset", cluster}, {"nodes", 1}}},
+                             {"training", {{"micro_batch_size", 2}, {"precision", precision}}},
+                             {"parallel", {{"tp", 2}, {"framework", "megatron"}}}});
+  };
+  const Scenario bf16 = with("bf16", "dgx-h100"), fp8 = with("fp8", "dgx-h100");
+  const LayerWork layer = scenario_layer_work(fp8, false);
+  for (WorkKind k : {WorkKind::AttentionForward, WorkKind::MlpBackward}) {
+    const WorkKernels a = work_kernels(k, bf16, layer), b = work_kernels(k, fp8, layer);
+    double cast = 0;
+    for (const Gemm& g : b.gemms) {
+      EXPECT_TRUE(g.fp8);
+      cast += 3.0 * static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.count);
+    }
+    EXPECT_DOUBLE_EQ(*b.elementwise_bytes, *a.elementwise_bytes + cast);
+  }
+  for (const Gemm& g : work_kernels(WorkKind::HeadForward, fp8, layer).gemms) EXPECT_FALSE(g.fp8);
+  EXPECT_THROW(with("fp8", "dgx-a100-80gb"), InputError);
+  // MFU against the 16-bit peak: the same model FLOPs in less time.
+  const StepReport rb = simulate_step(bf16).report, rf = simulate_step(fp8).report;
+  EXPECT_LT(rf.step_time_s, rb.step_time_s);
+  EXPECT_NEAR(rf.mfu / rb.mfu, rb.step_time_s / rf.step_time_s, 1e-9);
+}
+
 }  // namespace
 }  // namespace zerosim
