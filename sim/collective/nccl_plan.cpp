@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
 namespace zerosim::nccl {
@@ -174,13 +175,51 @@ CollectivePlan build_plan(const NcclModel& model, CollectiveKind kind, Bytes byt
     return plan;
   }
   if (kind == CollectiveKind::AllToAll) {
+    if (m.n_nodes == 1) {
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          if (i == j) continue;
+          add(out, ranks[i], ranks[j], share(bytes, n, j), 0, -1,
+              static_cast<std::uint64_t>(i) * n + j);
+        }
+      }
+      return plan;
+    }
+    // Across nodes NCCL's all-to-all goes through PXN (NCCL >= 2.12, on by default): a rank
+    // hands the data for a remote rank to the member of its own node that owns the NIC of the
+    // remote rank's rail, over NVLink, and that member sends it over that rail. So a node sends
+    // to each remote rank once, on one rail: the data of all its members for that rank is one
+    // flow. What a rank sends inside its node (its own peers' data and what it relays) is one
+    // flow per peer. A rank whose rail no member of its node owns sends directly.
+    std::map<std::pair<std::int32_t, std::int32_t>, Bytes> nvlink;  // (from, to) in a node
+    std::map<std::pair<std::int32_t, std::int32_t>, std::pair<Bytes, int>> remote;  // bytes, rail
+    std::vector<int> node_of(n);
+    for (int i = 0; i < n; ++i) node_of[i] = m.node_index[i];
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
         if (i == j) continue;
-        add(out, ranks[i], ranks[j], share(bytes, n, j), 0, -1,
-            static_cast<std::uint64_t>(i) * n + j);
+        const Bytes b = share(bytes, n, j);
+        if (node_of[i] == node_of[j]) {
+          nvlink[{ranks[i], ranks[j]}] += b;
+          continue;
+        }
+        const auto nics = local_nics_of(c, ranks[j] % c.gpus_per_node);
+        const int rail = nics.empty() ? -1 : nics.front();
+        std::int32_t relay = ranks[i];
+        if (rail >= 0) {
+          for (std::int32_t r : l.members[node_of[i]]) {
+            if (owns(c, r, {r / c.gpus_per_node, rail})) relay = r;
+          }
+        }
+        if (relay != ranks[i]) nvlink[{ranks[i], relay}] += b;
+        auto& [sent, on] = remote[{relay, ranks[j]}];
+        sent += b;
+        on = rail;
       }
     }
+    std::uint64_t h = 0;
+    for (const auto& [ends, b] : nvlink) add(out, ends.first, ends.second, b, 0, -1, h++);
+    for (const auto& [ends, r] : remote) add(out, ends.first, ends.second, r.first, 0, r.second, h++);
     return plan;
   }
 

@@ -285,9 +285,19 @@ TEST(ncclPlan, SendRecvAndAllToAll) {
   EXPECT_EQ(sr.total_bytes(), 1000);
   std::vector<std::int32_t> three = {0, 1, 2};
   EXPECT_THROW(build_plan(m, CollectiveKind::SendRecv, 1000, three), std::invalid_argument);
+  // All-to-all over 2 nodes of 8 (1,000 bytes per pair), through PXN: in each node one NVLink
+  // flow per ordered pair (56), and one flow per remote rank from its rail's GPU (8): 128 flows.
+  // They carry the 15 x 16,000 payload once, plus what each rank relays to its node's rail owner
+  // for the 7 remote ranks on other rails: 16 x 7 x 1,000.
   auto a2a = build_plan(m, CollectiveKind::AllToAll, 16000, first(16));
-  EXPECT_EQ(a2a.flows.size(), 16u * 15u);
-  EXPECT_EQ(a2a.total_bytes(), 15 * 16000);
+  EXPECT_EQ(a2a.flows.size(), 2u * (8u * 7u + 8u));
+  EXPECT_EQ(a2a.total_bytes(), 15 * 16000 + 16 * 7 * 1000);
+  for (const PlanFlow& f : a2a.flows) {
+    if (f.src / 8 == f.dst / 8) continue;
+    EXPECT_EQ(f.src % 8, f.dst % 8);  // on the rail of both ends
+    EXPECT_EQ(f.rail, f.src % 8);
+    EXPECT_EQ(f.bytes, 8 * 1000);     // the whole node's data for that rank
+  }
   Topology topo = build_topology(c);
   auto routed = route_plan(a2a, topo);
   EXPECT_EQ(routed.flows.size(), a2a.flows.size());
