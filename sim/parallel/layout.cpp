@@ -31,11 +31,14 @@ Unit block_unit(const Block& b, std::int64_t tp, WorkKind forward, WorkKind back
     (whole ? replicated : split) += weight;
     (whole || l.split == TpSplit::Row ? replicated : split) += bias;
     if (l.routed) experts += (whole ? weight : ceil_div(weight, tp)) + bias;
-    // Each stored tensor of each copy is a module weight DeepSpeed's stage 3 fetches.
-    const std::int64_t tensor = l.in * l.out / l.tensors;
-    for (std::int64_t c = 0; c < l.copies * l.tensors; ++c)
-      u.weights.push_back(whole ? tensor : ceil_div(tensor, tp));
-    if (l.bias) u.small_tensors += static_cast<int>(l.copies) * l.tensors;
+    // Each stored tensor is a module weight DeepSpeed's stage 3 fetches. The routed experts'
+    // linears are one tensor each, all experts together (transformers >= 5 stores gate_up_proj
+    // [E, 2I, H] and down_proj [E, H, I], as Megatron-core's grouped GEMM holds them), so an MoE
+    // block is a handful of fetches rather than one per expert and matrix.
+    const std::int64_t stored = l.routed ? 1 : l.copies * l.tensors;
+    const std::int64_t tensor = l.copies * l.in * l.out / stored;
+    for (std::int64_t c = 0; c < stored; ++c) u.weights.push_back(whole ? tensor : ceil_div(tensor, tp));
+    if (l.bias) u.small_tensors += static_cast<int>(stored);
   }
   u.big_tensors = static_cast<int>(u.weights.size());
   u.params = ceil_div(split, tp) + replicated;
