@@ -214,7 +214,8 @@ CollectivePlan build_plan(const NcclModel& model, CollectiveKind kind, Bytes byt
         if (relay != ranks[i]) nvlink[{ranks[i], relay}] += b;
         auto& [sent, on] = remote[{relay, ranks[j]}];
         sent += b;
-        on = rail;
+        // Without a member on that rail the rank sends directly, through its own NIC.
+        on = rail >= 0 && owns(c, relay, {relay / c.gpus_per_node, rail}) ? rail : -1;
       }
     }
     std::uint64_t h = 0;

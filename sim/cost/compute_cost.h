@@ -55,7 +55,7 @@ class ComputeCost : public ComputeModel {
 
   const Scenario& s_;
   ComputeConstants c_;
-  double peak_flops_ = 0;     // FLOP/s at the training precision
+  double peak_flops_ = 0;     // FLOP/s at the 16-bit training precision (bf16 under fp8)
   double gemm_flops_ = 0;     // best achievable GEMM FLOP/s
   double gemm_flops_fp8_ = 0;  // the same in FP8 (fp8 training)
   double hbm_bytes_per_s_ = 0;

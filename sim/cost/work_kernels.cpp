@@ -77,8 +77,8 @@ std::vector<Gemm> gemm_launches(const WorkKernels& k) {
   if (k.passes == 1) return k.gemms;
   std::vector<Gemm> out;
   for (const Gemm& g : k.gemms) {
-    out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count});
-    out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count});
+    out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count, g.expert, g.fp8});
+    out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count, g.expert, g.fp8});
   }
   return out;
 }

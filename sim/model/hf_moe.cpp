@@ -58,6 +58,9 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
     // expert_interval: the name of the first Qwen1.5-MoE configs for decoder_sparse_step.
     const json* step = c.get_any({"decoder_sparse_step", "expert_interval"}, used);
     const std::int64_t every = step ? read_int(*step, c.path(used)) : 1;
+    if (every > m.num_layers)
+      throw InputError(c.path(used), "puts no MoE layer in the " + std::to_string(m.num_layers) +
+                                         " layers; allowed: 1 to num_hidden_layers");
     e.first_k_dense = every - 1;  // (i + 1) % every == 0
     e.layer_freq = every;
     if (e.num_experts == 0) {  // num_experts 0: every layer has the dense MLP
@@ -86,6 +89,10 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
   const json* first = c.get("first_k_dense_replace");
   const std::int64_t dense = first ? read_int(*first, c.path("first_k_dense_replace"), 0) : (v3 ? 3 : 0);
   e.layer_freq = c.int_or("moe_layer_freq", 1);
+  if (dense >= m.num_layers)
+    throw InputError(c.path("first_k_dense_replace"),
+                     "leaves no MoE layer in the " + std::to_string(m.num_layers) +
+                         " layers; allowed: 0 to num_hidden_layers - 1");
   // The first layer at or after the dense ones that moe_layer_freq divides.
   e.first_k_dense = (dense + e.layer_freq - 1) / e.layer_freq * e.layer_freq;
   if (e.layer_freq != 1)

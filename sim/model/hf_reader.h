@@ -30,12 +30,12 @@ inline const json* find_any(const json& obj, const std::vector<std::string>& nam
   used = names.front();
   return nullptr;
 }
-// A config being read: remembers which fields were read, so that reading ends by reporting the
-// ones nothing read.
 // Config fields that only a Mixture-of-Experts model has: in a config of a dense model_type they
 // are an error, never ignored (a dense reading would miss the experts' parameters).
 bool is_moe_field(const std::string& key);
 
+// A config being read: remembers which fields were read, so that reading ends by reporting the
+// ones nothing read.
 class HfConfig {
  public:
   HfConfig(const json& cfg, std::string origin, std::string type)

@@ -220,11 +220,13 @@ ParamCounts count_params(const ModelSpec& m) {
   const std::int64_t bm = m.mlp_bias ? 1 : 0;
   c.largest_module = std::max({token_table, position_table, h * q + bqkv * q, q * h + bo * h,
                                h * kvw + bqkv * kvw, h * f + bm * f, f * h + bm * h});
+  // The routed experts' linears are one tensor each, all experts together (as the ZeRO-3
+  // units hold them, sim/parallel/layout.cpp).
   if (m.is_moe() || m.is_mla()) {
     for (const Block& b : {attention_block(m), mlp_block(m, m.is_moe())})
       for (const Linear& l : b.linears)
-        c.largest_module =
-            std::max(c.largest_module, (l.in * l.out + (l.bias ? l.out : 0)) / l.tensors);
+        c.largest_module = std::max(
+            c.largest_module, l.routed ? linear_params(l) : (l.in * l.out + (l.bias ? l.out : 0)) / l.tensors);
   }
   return c;
 }
@@ -248,7 +250,8 @@ void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std:
       // In 128 bits: tokens x top_k x ep may pass 2^63 for inputs validation allows.
       const __int128 routed = static_cast<__int128>(tokens) * m.moe.top_k * ep;
       rows = static_cast<std::int64_t>((routed + m.moe.num_experts - 1) / m.moe.num_experts);
-      if (load_imbalance != 1.0)
+      // The busiest rank's experts (expert parallelism); on one rank the rows sum to the same.
+      if (load_imbalance != 1.0 && ep > 1)
         rows = static_cast<std::int64_t>(std::ceil(static_cast<double>(rows) * load_imbalance));
       copies = l.copies / ep;
     }

@@ -278,7 +278,9 @@ bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m
         {"qk_rope_head_dim", a.qk_rope_head_dim}, {"v_head_dim", a.v_head_dim}};
     for (const auto& [k, v] : needed)
       if (v == 0) throw InputError(key_join(key_join(key_path, "mla"), k), "missing; MLA needs it");
-    m.num_kv_heads = m.num_attention_heads;  // MLA decompresses K and V for every head
+    // MLA decompresses K and V for every head; a different num_kv_heads given is refused by
+    // validate_moe.
+    if (!obj.contains("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
   }
   return changed;
 }

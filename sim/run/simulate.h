@@ -18,7 +18,7 @@ namespace zerosim {
 // the rest of the wait is bubble). Collectives run on the compute stream count as exposed too.
 struct StepBreakdown {
   double forward_s = 0, backward_s = 0, optimizer_s = 0, exposed_comm_s = 0, bubble_s = 0;
-  std::array<double, kNumGroupKinds> exposed_by_group{};  // dp, tp, pp, ep
+  std::array<double, kNumGroupKinds> exposed_by_group{};  // dp, tp, pp, ep, cp
   // Offload: waits for host work (the CPU optimizer step, PCIe and NVMe copies), and the CPU
   // step's own length (it runs beside the GPU; exposed or not, it is the host's busy time).
   double offload_s = 0, cpu_step_s = 0;
@@ -43,7 +43,7 @@ struct StepReport {
   // Offload tiers, per node: what the node's ranks keep in host memory and on NVMe.
   Bytes host_memory_per_node = 0, nvme_bytes_per_node = 0;
   bool fits_in_host_memory = true, fits_on_nvme = true;
-  std::array<double, kNumGroupKinds> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp, ep (rank 0)
+  std::array<double, kNumGroupKinds> comm_bytes_per_gpu{};  // by GroupKind: dp, tp, pp, ep, cp (rank 0)
   std::array<double, kNumGroupKinds> internode_bytes_per_gpu{};  // of which leave the node
   double dp_bytes_zero1 = 0;  // DP bytes of the same split with ZeRO-1 (conflict report)
   std::int64_t params = 0;
@@ -65,7 +65,7 @@ Simulation simulate_step(const Scenario& s);
 
 StepBreakdown breakdown_of_rank(const TrainingPlan& plan, const EngineResult& r, int rank);
 
-// Bytes rank 0 sends in one step by group kind (dp, tp, pp), and the part of them that leaves
+// Bytes rank 0 sends in one step by group kind (dp, tp, pp, ep, cp), and the part of them that leaves
 // its node.
 struct Rank0Bytes {
   std::array<double, kNumGroupKinds> sent{}, internode{};

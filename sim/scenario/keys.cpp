@@ -298,8 +298,10 @@ void add_training_keys(std::vector<KeySpec>& t) {
                   .flag("gas", "gradient accumulation steps")
                   .in_deepspeed("gradient_accumulation_steps"));
   t.push_back(enum_key("training.precision", "bf16", kTrainingPrecisionNames,
-                       "16-bit training precision", FIELD(training.precision))
-                  .flag("precision", "bf16 or fp16 (sets training.precision)")
+                       "training precision: bf16, fp16, or fp8 (Transformer Engine: the layers' "
+                       "linear GEMMs in FP8, the rest bf16)",
+                       FIELD(training.precision))
+                  .flag("precision", "bf16, fp16 or fp8 (sets training.precision)")
                   .in_cases("training.precision"));
   t.push_back(bool_key("training.flash_attention", true, "fused attention without the s^2 matrix",
                        FIELD(training.flash_attention))

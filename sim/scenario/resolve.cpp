@@ -92,6 +92,11 @@ void expert_parallel_rules(Scenario& s) {
   if (!m.is_moe())
     throw InputError("parallel.ep", "expert parallelism needs an MoE model (model.moe); model '" +
                                         m.name + "' is dense; allowed: 1");
+  // Megatron-core runs MoE with tensor parallelism only with sequence parallelism.
+  if (p.tp > 1 && !p.sequence_parallel)
+    throw InputError("parallel.sequence_parallel",
+                     "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core "
+                     "requires it for MoE with TP); set it true, or tp 1");
   if (p.dp % p.ep != 0)
     throw InputError("parallel.ep", "must divide the data-parallel degree (" +
                                         std::to_string(p.dp) + "): the expert-parallel groups are "
@@ -331,10 +336,11 @@ void sharding_variant_rules(const Scenario& s) {
                                                 "parallel.framework deepspeed");
     }
   };
+  // The sharding groups split the dp x cp ranks that hold the same weights.
   auto need_divisor = [&](const char* key, int k) {
-    if (p.dp % k != 0) {
-      throw InputError(key, "must divide the data-parallel degree (" + std::to_string(p.dp) +
-                                "), got " + std::to_string(k));
+    if (p.dp_cp() % k != 0) {
+      throw InputError(key, "must divide the data-parallel degree (dp x cp = " +
+                                std::to_string(p.dp_cp()) + "), got " + std::to_string(k));
     }
   };
   if (z.quantized_weights) need_stage3("zero.zero_quantized_weights", "qwZ");

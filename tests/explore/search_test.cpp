@@ -296,9 +296,15 @@ TEST(SearchConstraints, ImpossibleOnesAreRefusedNamingTheFlag) {
   expect_refused(
       with([](SearchOptions& x) { x.seq_length = 2048, x.sets = {"model.seq_length=1024"}; }),
       "--set", "--seq-length");
-  // A key kept fixed whose value every layout rejects: its own error.
-  expect_refused(with([](SearchOptions& x) { x.sets = {"parallel.cp=2"}; }), "parallel.cp",
-                 "every candidate layout was rejected");
+  // A key kept fixed whose value every layout rejects: its own error (3 divides no DP degree
+  // of 8 GPUs).
+  expect_refused(with([](SearchOptions& x) { x.sets = {"zero.mics_shard_size=3"}; }),
+                 "zero.mics_shard_size", "every candidate layout was rejected");
+  // Context and expert parallelism are not searched: refused, not ignored.
+  expect_refused(with([](SearchOptions& x) { x.sets = {"parallel.cp=2"}; }), "--set",
+                 "context parallelism");
+  expect_refused(with([](SearchOptions& x) { x.sets = {"parallel.ep=2"}; }), "--set",
+                 "expert parallelism");
 }
 
 TEST(SearchHeadroom, PercentagesAndFractions) {

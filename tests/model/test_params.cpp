@@ -55,8 +55,13 @@ TEST(modelParams, PartsAddUp) {
     EXPECT_EQ(c.moe_layer, m.is_moe() ? c.attention_block + c.moe_block : 0) << name;
     EXPECT_EQ(c.active == c.total, !m.is_moe()) << name;
     EXPECT_EQ(c.output, m.tied_embeddings ? 0 : m.vocab_size * m.hidden_size) << name;
-    // The token embedding is the largest single matrix of every preset.
-    EXPECT_EQ(c.largest_module, m.vocab_size * m.hidden_size) << name;
+    // The token embedding is the largest single matrix of every dense preset; of an MoE preset,
+    // the larger of it and the routed experts' fused gate and up projection (all experts'
+    // [h x 2f], every MoE preset being gated).
+    const std::int64_t table = m.vocab_size * m.hidden_size;
+    const std::int64_t f = m.moe.expert_ffn_hidden_size, e = m.moe.num_experts;
+    const std::int64_t experts = e * 2 * f * m.hidden_size + (m.mlp_bias ? e * 2 * f : 0);
+    EXPECT_EQ(c.largest_module, m.is_moe() ? std::max(table, experts) : table) << name;
   }
 }
 

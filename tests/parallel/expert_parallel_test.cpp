@@ -132,6 +132,8 @@ TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
   };
   EXPECT_EQ(with(3, [](json&) {}), "parallel.ep");  // 3 does not divide 4 experts
   EXPECT_EQ(with(2, [](json& d) { d["zero"]["stage"] = 3; }), "parallel.ep");
+  // Megatron-core runs MoE under TP only with sequence parallelism.
+  EXPECT_EQ(with(2, [](json& d) { d["parallel"]["tp"] = 2; }), "parallel.sequence_parallel");
   EXPECT_EQ(with(2, [](json& d) { d["model"].erase("moe"); }), "parallel.ep");
   EXPECT_EQ(with(2, [](json&) {}), "(accepted)");
 }
