@@ -23,9 +23,7 @@ LayerWork scenario_layer_work(const Scenario& s, bool moe) {
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer) {
   const ModelSpec& m = s.model;
   const double tp = s.parallel.tp;
-  // The micro-batch's tokens on this rank (s / cp of each sequence with context parallelism).
-  const double sb = static_cast<double>(s.training.micro_batch_size) * m.seq_length /
-                    static_cast<double>(s.parallel.cp);
+  const double sb = s.micro_batch_tokens();
   const bool backward = kind == WorkKind::AttentionBackward || kind == WorkKind::MlpBackward ||
                         kind == WorkKind::MoeBackward || kind == WorkKind::HeadBackward ||
                         kind == WorkKind::EmbedBackward;

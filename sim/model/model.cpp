@@ -103,15 +103,6 @@ void push_mlp(std::vector<Linear>& out, const ModelSpec& m, const std::string& p
   out.push_back({prefix + "_down", f, h, TpSplit::Row, m.mlp_bias, 1, copies, routed});
 }
 
-// Width of the queries and keys (heads x their head width) and of the values, which the
-// attention core multiplies: q_width() for both without MLA.
-std::int64_t qk_width(const ModelSpec& m) {
-  return m.is_mla() ? m.num_attention_heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
-                    : m.q_width();
-}
-std::int64_t v_width(const ModelSpec& m) {
-  return m.is_mla() ? m.num_attention_heads * m.mla.v_head_dim : m.q_width();
-}
 
 }  // namespace
 
@@ -125,11 +116,11 @@ Block attention_block(const ModelSpec& m) {
     const std::int64_t heads = m.num_attention_heads;
     if (a.q_lora_rank > 0) {
       b.linears.push_back({"q_down", h, a.q_lora_rank, TpSplit::Replicated, m.qkv_bias});
-      b.linears.push_back({"q_up", a.q_lora_rank, qk_width(m), TpSplit::Column, false});
+      b.linears.push_back({"q_up", a.q_lora_rank, m.qk_width(), TpSplit::Column, false});
       b.replicated_params += a.q_lora_rank;  // q_a_layernorm (RMSNorm)
       b.replicated_tensors += 1;
     } else {
-      b.linears.push_back({"q", h, qk_width(m), TpSplit::Column, false});  // q_proj: no bias
+      b.linears.push_back({"q", h, m.qk_width(), TpSplit::Column, false});  // q_proj: no bias
     }
     b.linears.push_back(
         {"kv_down", h, a.kv_lora_rank + a.qk_rope_head_dim, TpSplit::Replicated, m.qkv_bias});
@@ -141,7 +132,7 @@ Block attention_block(const ModelSpec& m) {
     // Fused QKV [h -> q + 2*kvw] (q = h unless the head width is decoupled, as in Gemma).
     b.linears.push_back({"qkv", h, m.q_width() + 2 * kv_width(m), TpSplit::Column, m.qkv_bias});
   }
-  b.linears.push_back({"attn_out", v_width(m), h, TpSplit::Row, m.attention_output_bias});
+  b.linears.push_back({"attn_out", m.v_width(), h, TpSplit::Row, m.attention_output_bias});
   // The block's norms, the first half with attention: one norm of a parallel block feeds both
   // and is fetched with the attention; Gemma 2's four split two and two.
   const std::int64_t norms = (m.layer_norms + 1) / 2;
@@ -302,7 +293,7 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   const double keys = flash_attention ? static_cast<double>(attended_keys(m)) : s;
   // MLA: QK^T over the query/key width, AV over the value width, 2*b*s*k each.
   const double c = static_cast<double>(cp);  // context parallelism: 1 / cp of the queries
-  w.attention_flops = m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(qk_width(m) + v_width(m)) / t / c
+  w.attention_flops = m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(m.qk_width() + m.v_width()) / t / c
                                  : 4.0 * b * s * keys * qd / t / c;
 
   // HBM traffic of the non-GEMM kernels, forward, 16-bit elements (2 bytes) and 1-byte dropout
@@ -452,8 +443,8 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, 
     // MLA by the same rules: Q and K at the query/key width, V and the out-projection input at
     // the value width (2 bytes each), and the latents, produced by the replicated
     // down-projections, with their norm's input and output (4 bytes per latent element).
-    const double sqk = s * b * static_cast<double>(qk_width(m));
-    const double sv = s * b * static_cast<double>(v_width(m));
+    const double sqk = s * b * static_cast<double>(m.qk_width());
+    const double sv = s * b * static_cast<double>(m.v_width());
     split = 4.0 * sqk + 4.0 * sv + mlp_intermediate;
     replicated += 4.0 * s * b * static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
   } else {

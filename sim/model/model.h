@@ -112,6 +112,15 @@ struct ModelSpec {
   }
   // Width of Q (and of the attention output projection's input): heads x head_dim.
   std::int64_t q_width() const { return num_attention_heads * head_dim(); }
+  // Widths the attention core multiplies: the queries' and keys' (heads x their head width) and
+  // the values'; q_width() for both without MLA.
+  std::int64_t qk_width() const {
+    return is_mla() ? num_attention_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim)
+                    : q_width();
+  }
+  std::int64_t v_width() const {
+    return is_mla() ? num_attention_heads * mla.v_head_dim : q_width();
+  }
   bool operator==(const ModelSpec&) const = default;
 };
 

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/error.h"
@@ -204,6 +206,13 @@ bool read_fields(const json& value, const std::string& path, const std::vector<I
   return changed;
 }
 
+// Fields still 0 after an object over its base were given by neither: the first such is missing.
+void require_given(const std::string& path, const std::string& what,
+                   std::initializer_list<std::pair<const char*, std::int64_t>> fields) {
+  for (const auto& [key, value] : fields)
+    if (value == 0) throw InputError(key_join(path, key), "missing; " + what + " needs it");
+}
+
 // model.moe and model.mla of an inline object, over the base's. The moe keys are the
 // zerosim-published-cases/1 format's (num_experts, top_k, expert_ffn_hidden_size,
 // shared_experts: a count of experts of the expert width, first_k_dense, moe_layer_freq,
@@ -258,11 +267,9 @@ bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m
       changed = changed || width != e.shared_ffn_hidden_size;
       e.shared_ffn_hidden_size = width;
     }
-    const std::pair<const char*, std::int64_t> needed[] = {
-        {"num_experts", e.num_experts}, {"top_k", e.top_k},
-        {"expert_ffn_hidden_size", e.expert_ffn_hidden_size}};
-    for (const auto& [k, v] : needed)
-      if (v == 0) throw InputError(key_join(key_join(key_path, "moe"), k), "missing; an MoE block needs it");
+    require_given(path, "an MoE block",
+                  {{"num_experts", e.num_experts}, {"top_k", e.top_k},
+                   {"expert_ffn_hidden_size", e.expert_ffn_hidden_size}});
   }
   if (auto it = obj.find("mla"); it != obj.end()) {
     MlaSpec& a = m.mla;
@@ -273,11 +280,9 @@ bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m
                            {"qk_rope_head_dim", &a.qk_rope_head_dim, 1},
                            {"v_head_dim", &a.v_head_dim, 1}},
                           {}) || changed;
-    const std::pair<const char*, std::int64_t> needed[] = {
-        {"kv_lora_rank", a.kv_lora_rank}, {"qk_nope_head_dim", a.qk_nope_head_dim},
-        {"qk_rope_head_dim", a.qk_rope_head_dim}, {"v_head_dim", a.v_head_dim}};
-    for (const auto& [k, v] : needed)
-      if (v == 0) throw InputError(key_join(key_join(key_path, "mla"), k), "missing; MLA needs it");
+    require_given(key_join(key_path, "mla"), "MLA",
+                  {{"kv_lora_rank", a.kv_lora_rank}, {"qk_nope_head_dim", a.qk_nope_head_dim},
+                   {"qk_rope_head_dim", a.qk_rope_head_dim}, {"v_head_dim", a.v_head_dim}});
     // MLA decompresses K and V for every head; a different num_kv_heads given is refused by
     // validate_moe.
     if (!obj.contains("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;

@@ -13,11 +13,7 @@ int dp_subgroup_size(const Scenario& s) {
   const ZeroConfig& z = s.zero;
   if (z.mics_shard_size > 0) return z.mics_shard_size;
   if (z.hpz_partition_size > 1) return z.hpz_partition_size;
-  if (z.quantized_gradients) {
-    // qgZ's first all-to-all stays inside the node: the DP ranks a node holds.
-    const int per_node = std::max(1, s.cluster.gpus_per_node / s.parallel.tp);
-    return std::min(s.parallel.dp_cp(), per_node);
-  }
+  if (z.quantized_gradients) return s.dp_ranks_per_node();
   return 1;
 }
 

@@ -23,7 +23,6 @@ void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunk
                                                                 : s.parallel.dp_cp());
   if (s.parallel.ep > 1) {
     // Experts over the expert-data-parallel group, the rest over the DP group.
-    info.expert_params = experts;
     info.expert_partition = ceil_div(experts, s.parallel.dp_cp() / s.parallel.ep);
     info.dp_partition = ceil_div(phi - experts, s.parallel.dp_cp()) + info.expert_partition;
   }
@@ -61,7 +60,6 @@ Template StageBuilder::build() {
   stage_states(s_, chunks_, policy_.grads, info_);
   const ModelSpec& m = s_.model;
   const std::int64_t tp = s_.parallel.tp;
-  // The micro-batch's tokens on this rank (s / cp of each sequence with context parallelism).
   const std::int64_t cp = s_.parallel.cp;
   auto activations = [&](Recompute r, bool moe) {
     return activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
@@ -74,8 +72,7 @@ Template StageBuilder::build() {
     activation_moe_layer_ = activations(s_.parallel.recompute, true);
     activation_moe_layer_full_ = activations(Recompute::None, true);
   }
-  const double sb = static_cast<double>(s_.training.micro_batch_size) * m.seq_length /
-                    static_cast<double>(cp);
+  const double sb = s_.micro_batch_tokens();
   // The cross-entropy's logits, vocab-parallel over TP: what the framework's loss saves for
   // backward and what lives beside it in its forward and backward (framework_policy.h).
   const double logits = sb * m.vocab_size / tp;
@@ -101,8 +98,7 @@ Template StageBuilder::build() {
   // the KV heads; MLA's decompressed per-head keys and values), gathered from all cp ranks.
   if (cp > 1) {
     const double kv_width =
-        m.is_mla() ? static_cast<double>(m.num_attention_heads) *
-                         (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim) / tp
+        m.is_mla() ? static_cast<double>(m.qk_width() + m.v_width()) / tp
                    : 2.0 * static_cast<double>(std::max<std::int64_t>(1, m.num_kv_heads / tp)) *
                          static_cast<double>(m.head_dim());
     cp_kv_bytes_ = static_cast<Bytes>(2.0 * sb * kv_width * static_cast<double>(cp));

@@ -54,10 +54,10 @@ struct ModelStateBytes {
 struct StagePlan {
   std::int64_t local_params = 0;  // parameters of this stage's model-parallel shard (Phi)
   std::int64_t dp_partition = 0;  // ceil(Phi / shard group): one rank's ZeRO partition
-  // With expert parallelism: the routed experts among local_params, and their part of
-  // dp_partition, partitioned over the dp / ep ranks holding the same experts (the rest of the
-  // partition is the other parameters' over dp).
-  std::int64_t expert_params = 0, expert_partition = 0;
+  // With expert parallelism: the routed experts' part of dp_partition, partitioned over the
+  // dp / ep ranks holding the same experts (the rest of the partition is the other parameters'
+  // over dp).
+  std::int64_t expert_partition = 0;
   ModelStateBytes model_states;
   int layers = 0;
   // Offload: what one rank keeps in host memory and on NVMe (allocated at initialisation and

@@ -364,12 +364,11 @@ void sharding_variant_rules(const Scenario& s) {
     }
   }
   if (z.quantized_gradients) {
-    const int per_node = std::max(1, s.cluster.gpus_per_node / (p.tp * p.cp));
-    const int local = std::min(p.dp, per_node);
-    if (p.dp % local != 0) {
+    const int local = s.dp_ranks_per_node();
+    if (p.dp_cp() % local != 0) {
       throw InputError("zero.zero_quantized_gradients",
                        "qgZ's all-to-all goes node by node: the data-parallel degree (" +
-                           std::to_string(p.dp) + ") must be a multiple of the DP ranks per node (" +
+                           std::to_string(p.dp_cp()) + ") must be a multiple of the DP ranks per node (" +
                            std::to_string(local) + ")");
     }
     if (z.hpz_partition_size > 1 && z.hpz_partition_size != local) {

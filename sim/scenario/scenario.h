@@ -9,6 +9,7 @@
 // Resolution order: built-in defaults <- scenario file <- --deepspeed config <- command-line
 // flags (document.cpp). The resolved document (defaults included) is echoed in the report so a
 // run reproduces.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -181,7 +182,17 @@ struct Scenario {
   std::vector<InputWarning> warnings;  // in the order they were found
 
   int num_gpus() const { return cluster.num_gpus(); }
+  // The ranks of the dp x cp group one node holds (ZeRO++ qgZ's first all-to-all stays inside
+  // it): cp is inner to dp, tp inner to both.
+  int dp_ranks_per_node() const {
+    return std::min(parallel.dp_cp(), std::max(1, cluster.gpus_per_node / parallel.tp));
+  }
   std::int64_t tokens_per_step() const { return training.global_batch_size * model.seq_length; }
+  // The tokens of one micro-batch a rank holds: s / cp of each sequence with context parallelism.
+  double micro_batch_tokens() const {
+    return static_cast<double>(training.micro_batch_size) * model.seq_length /
+           static_cast<double>(parallel.cp);
+  }
 };
 
 // A scenario document on its way to resolve_scenario, with what was found while it was merged.
