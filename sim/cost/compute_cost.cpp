@@ -75,8 +75,8 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   }
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
   flash_ = flash_attention_efficiency(gpu);
-  layer_ = scenario_layer_work(s, false);
-  if (s.model.is_moe()) moe_layer_ = scenario_layer_work(s, true);
+  layer_ = s.layer_work(false);
+  if (s.model.is_moe()) moe_layer_ = s.layer_work(true);
   if (!s.whatif.slow_ranks.empty()) {
     slow_rank_.assign(static_cast<std::size_t>(plan.plan.num_ranks), false);
     for (int r : s.whatif.slow_ranks) {
@@ -104,7 +104,7 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
           c_.kernel_overhead_s * 4;
     } else {
       // The GPU cannot run a block faster than the host dispatches its ops (eager PyTorch).
-      t = std::max(block_seconds(work.kind),
+      t = std::max(block_seconds(work.kind, work.part),
                    c_.host_op_s * static_cast<double>(work.host_ops));
     }
     seconds_[w] = t;
@@ -173,7 +173,9 @@ double ComputeCost::attention_seconds(double flops, bool backward) const {
 }
 
 // A layer block's passes: GEMMs (backward prices dgrad and wgrad at the forward shape's rate),
-// the attention core, the elementwise kernels and the launch gaps.
+// the attention core, the elementwise kernels and the launch gaps. A zero-bubble W pass launches
+// one wgrad per GEMM and its B pass the rest of the backward's kernels, so that B and W add up
+// to the whole backward.
 double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) const {
   double gemms = 0;
   for (const Gemm& g : k.gemms) {
@@ -182,16 +184,22 @@ double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) con
     if (g.expert && !s_.training.moe_grouped_gemm)
       gemms += static_cast<double>(g.count - 1) * c_.kernel_overhead_s;
   }
-  double t = k.passes * gemms;
+  double t = (k.part == BackwardPart::Whole ? k.passes : 1) * gemms;
   if (k.attention_flops) t += attention_seconds(*k.attention_flops, backward);
   t += k.passes * bytes_seconds(*k.elementwise_bytes);
-  t += k.passes * (c_.kernel_overhead_s * c_.kernels_per_block);
+  const double launches = k.passes * c_.kernels_per_block;
+  const double wgrads = std::min(launches, static_cast<double>(k.gemms.size()));
+  switch (k.part) {
+    case BackwardPart::Whole: t += k.passes * (c_.kernel_overhead_s * c_.kernels_per_block); break;
+    case BackwardPart::Input: t += (launches - wgrads) * c_.kernel_overhead_s; break;
+    case BackwardPart::Weight: t += wgrads * c_.kernel_overhead_s; break;
+  }
   return t;
 }
 
-double ComputeCost::block_seconds(WorkKind kind) const {
+double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
   const LayerWork& layer = is_moe_kind(kind) ? moe_layer_ : layer_;
-  const WorkKernels k = work_kernels(kind, s_, layer);
+  const WorkKernels k = work_kernels(kind, s_, layer, part);
   const double overhead = c_.kernel_overhead_s * c_.kernels_per_block;
   const Recompute rc = s_.parallel.recompute;
   switch (kind) {
@@ -207,6 +215,7 @@ double ComputeCost::block_seconds(WorkKind kind) const {
                                                                : WorkKind::MlpForward;
       const WorkKernels forward = work_kernels(fwd, s_, layer);
       double t = layer_block_seconds(k, true);
+      if (part == BackwardPart::Weight) return t;  // B recomputed what W needs
       if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
       if (rc == Recompute::Selective && forward.attention_flops) {
         t += attention_seconds(*forward.attention_flops, false);

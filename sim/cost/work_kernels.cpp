@@ -14,13 +14,8 @@ std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
 
 }  // namespace
 
-LayerWork scenario_layer_work(const Scenario& s, bool moe) {
-  return layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
-                            s.parallel.sequence_parallel, s.training.flash_attention, moe,
-                            s.parallel.ep, s.training.moe_load_imbalance, s.parallel.cp);
-}
-
-WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer) {
+WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer,
+                         BackwardPart part) {
   const ModelSpec& m = s.model;
   const double tp = s.parallel.tp;
   const double sb = s.micro_batch_tokens();
@@ -68,6 +63,12 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
                               static_cast<double>(g.count);
     }
   }
+  k.part = part;
+  if (part == BackwardPart::Weight) {
+    k.attention_flops.reset();
+    if (k.elementwise_bytes) k.elementwise_bytes = 0.0;
+    k.once_bytes = 0;
+  }
   return k;
 }
 
@@ -75,8 +76,12 @@ std::vector<Gemm> gemm_launches(const WorkKernels& k) {
   if (k.passes == 1) return k.gemms;
   std::vector<Gemm> out;
   for (const Gemm& g : k.gemms) {
-    out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count, g.expert, g.fp8});
-    out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count, g.expert, g.fp8});
+    if (k.part != BackwardPart::Weight) {
+      out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count, g.expert, g.fp8});
+    }
+    if (k.part != BackwardPart::Input) {
+      out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count, g.expert, g.fp8});
+    }
   }
   return out;
 }

@@ -17,6 +17,9 @@ struct WorkKernels {
   // Backward runs every GEMM twice (dgrad and wgrad, each the forward's FLOPs), the block's
   // elementwise kernels twice and its kernel launches twice.
   int passes = 1;
+  // A backward split by a zero-bubble schedule: B (Input) keeps the dgrads, the attention core,
+  // the elementwise kernels and the once-per-pass traffic; W (Weight) only the wgrads.
+  BackwardPart part = BackwardPart::Whole;
   // Attention blocks only: the attention core's FLOPs (QK^T and attention x V). Its backward
   // recomputes and differentiates both products: 2.5x the forward (FlashAttention-2's count).
   std::optional<double> attention_flops;
@@ -28,23 +31,22 @@ struct WorkKernels {
   double once_bytes = 0;
 };
 
-// The forward work of one layer of the scenario (its micro-batch, TP, attention, expert
-// parallelism and routing imbalance): an MoE layer's with `moe`, else a dense layer's.
-LayerWork scenario_layer_work(const Scenario& s, bool moe);
-// Whether a Work of kind `kind` is a block of an MoE layer (its layer is scenario_layer_work's
+// Whether a Work of kind `kind` is a block of an MoE layer (its layer is Scenario::layer_work's
 // MoE layer).
 inline bool is_moe_kind(WorkKind kind) {
   return kind == WorkKind::MoeForward || kind == WorkKind::MoeBackward;
 }
 
-// The kernels of a Work of kind `kind` in scenario `s`, whose layer is `layer` (scenario_layer_work;
+// The kernels of a Work of kind `kind` in scenario `s`, whose layer is `layer` (Scenario::layer_work;
 // the MoE layer's for the MoE kinds). The layer's elementwise traffic is split half and half
 // between its attention and feed-forward blocks. Optimizer steps, copies and host work run none
 // of these: all empty.
-WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer);
+WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer,
+                         BackwardPart part = BackwardPart::Whole);
 
 // The GEMMs as launched: the forward shapes, or in backward each one's dgrad
-// (m x k = [m x n] * [n x k]) then wgrad (k x n = [k x m] * [m x n]).
+// (m x k = [m x n] * [n x k]) then wgrad (k x n = [k x m] * [m x n]); a B pass launches only
+// the dgrads, a W pass only the wgrads.
 std::vector<Gemm> gemm_launches(const WorkKernels& k);
 
 }  // namespace zerosim

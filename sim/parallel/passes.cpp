@@ -144,8 +144,11 @@ void StageBuilder::forward_pass(int mb, int chunk) {
   }
 }
 
-void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step) {
+void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last_of_chunk,
+                                 bool last_of_step) {
   const int zs = s_.zero.stage;
+  // A zero-bubble B: the gradients wait for the W; ZeRO-3 and stage 2 are refused with it.
+  const bool input_only = part == BackwardPart::Input;
   const bool stage3 = zs == 3;
   const std::string suffix = pass_suffix(mb, chunk);
   if (!last_virtual(chunk)) {
@@ -153,15 +156,15 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
                                Stream::PpRecv, "recv gradients" + suffix, {last_compute_}));
   }
   const ReduceWhen when = policy_.grads.when;
-  const bool hooks = when == ReduceWhen::EveryBackward ||
-                     (when == ReduceWhen::LastBackward && last_of_chunk);
+  const bool hooks = !input_only && (when == ReduceWhen::EveryBackward ||
+                                     (when == ReduceWhen::LastBackward && last_of_chunk));
   const std::vector<Unit>& units = chunks_[chunk];
   const std::size_t n_units = units.size();
   if (stage3) zero3_.begin_backward(mb, chunk);
-  grads_.begin_backward(backwards_done_[chunk]++ > 0);
+  if (!input_only) grads_.begin_backward(backwards_done_[chunk]++ > 0);
   const bool full = s_.parallel.recompute == Recompute::Full;
   // Autograd's 16-bit param.grad of each unit, from the unit's backward until the pass ends.
-  const bool half_grads = policy_.memory.half_grads_until_backward_end;
+  const bool half_grads = policy_.memory.half_grads_until_backward_end && !input_only;
   std::int32_t prev = last_compute_;
   for (std::size_t i = n_units; i-- > 0;) {
     const Unit& unit = units[i];
@@ -177,7 +180,9 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
       e_.alloc(MemCategory::Activations, layer_activations(unit.layer, true),
                "recomputed activations");
     }
-    if (zs >= 2) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+    if (zs >= 2 && !input_only) {
+      e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+    }
     const bool head = unit.backward == WorkKind::HeadBackward;
     if (head && logits_backward_extra_ > 0) {
       e_.alloc(MemCategory::Activations, logits_backward_extra_, "loss backward temporaries");
@@ -189,7 +194,12 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
       exchange = context_exchange_before(true, prev, unit_op_name(unit, "bwd") + suffix);
       if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
     }
-    prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps);
+    const bool split = input_only && is_layer_backward(unit.backward);
+    prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps,
+                      split ? BackwardPart::Input : BackwardPart::Whole);
+    if (split && weight_grad_bytes(unit) > 0) {
+      e_.alloc(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
+    }
     if (context) context_exchange_after(true, prev, exchange, unit_op_name(unit, "bwd") + suffix);
     if (ep_all_to_all_bytes_ > 0 && unit.backward == WorkKind::MoeBackward) {
       prev = expert_all_to_alls(prev, full ? 4 : 2, unit_op_name(unit, "bwd") + suffix);
@@ -215,12 +225,10 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     if (stage3 && zero3_.release_after_backward(chunk, i, use)) {
       e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
     }
-    if (hooks && s_.zero.per_parameter_stage3) {
-      grads_.per_parameter_reduce(unit, prev);
-    } else if (hooks) {
-      grads_.unit_gradients_ready(unit, prev);
+    if (hooks) unit_hooks(unit, prev);
+    if (zs >= 2 && !input_only) {
+      e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
     }
-    if (zs >= 2) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
   }
   if (half_grads) {
     for (const Unit& unit : units) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
@@ -230,6 +238,47 @@ void StageBuilder::backward_pass(int mb, int chunk, bool last_of_chunk, bool las
     e_.collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
                   "send gradients" + suffix, {prev});
   }
+  if (hooks) grads_.end_backward(prev, last_of_step);
+  if (when == ReduceWhen::AfterBackward && last_of_step) grads_.reduce_after_flush(chunks_, prev);
+}
+
+void StageBuilder::unit_hooks(const Unit& unit, std::int32_t produced_by) {
+  if (s_.zero.per_parameter_stage3) {
+    grads_.per_parameter_reduce(unit, produced_by);
+  } else {
+    grads_.unit_gradients_ready(unit, produced_by);
+  }
+}
+
+// The W of a zero-bubble schedule (the sail-sg Megatron-LM fork defers each linear's wgrad to
+// it): the layer blocks' wgrads in backward order, each releasing what its B kept for it. The
+// embedding's and the head's gradients came with their whole backward in the B; their hooks run
+// here with the rest, as the hooks of a backward run after its compute.
+void StageBuilder::weight_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step) {
+  const std::string suffix = pass_suffix(mb, chunk);
+  const ReduceWhen when = policy_.grads.when;
+  const bool hooks = when == ReduceWhen::EveryBackward ||
+                     (when == ReduceWhen::LastBackward && last_of_chunk);
+  const std::vector<Unit>& units = chunks_[chunk];
+  grads_.begin_backward(backwards_done_[chunk]++ > 0);
+  const bool half_grads = policy_.memory.half_grads_until_backward_end;
+  std::int32_t prev = last_compute_;
+  for (std::size_t i = units.size(); i-- > 0;) {
+    const Unit& unit = units[i];
+    if (half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
+    if (is_layer_backward(unit.backward)) {
+      prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "wgrad") + suffix, {},
+                        BackwardPart::Weight);
+      if (weight_grad_bytes(unit) > 0) {
+        e_.free_op(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
+      }
+    }
+    if (hooks) unit_hooks(unit, prev);
+  }
+  if (half_grads) {
+    for (const Unit& unit : units) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
+  }
+  last_compute_ = prev;
   if (hooks) grads_.end_backward(prev, last_of_step);
   if (when == ReduceWhen::AfterBackward && last_of_step) grads_.reduce_after_flush(chunks_, prev);
 }

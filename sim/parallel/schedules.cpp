@@ -55,6 +55,21 @@ std::vector<PassStep> interleaved_schedule(int micro_batches, int pp, int chunks
   return warmup_steady_cooldown(total, warmup, pp, chunks);
 }
 
+std::vector<PassStep> zero_bubble_h1_schedule(int micro_batches, int pp, int stage) {
+  const int m = micro_batches;
+  const int warmup = std::min(pp - stage - 1, m);
+  std::vector<PassStep> out;
+  for (int j = 0; j < warmup; ++j) out.push_back({true, j, 0});
+  int weights = 0;
+  for (int b = 0; b < m; ++b) {
+    if (warmup + b < m) out.push_back({true, warmup + b, 0});
+    out.push_back({false, b, 0, BackwardPart::Input});
+    if (b >= stage) out.push_back({false, weights++, 0, BackwardPart::Weight});
+  }
+  while (weights < m) out.push_back({false, weights++, 0, BackwardPart::Weight});
+  return out;
+}
+
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
   const int m = static_cast<int>(s.training.gradient_accumulation_steps);
   const int p = s.parallel.pp, v = s.parallel.virtual_stages;
@@ -63,6 +78,8 @@ std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
     case PipelineSchedule::GPipe: return gpipe_schedule(m, p, v);
     case PipelineSchedule::OneFOneB: return one_f_one_b_schedule(m, p, stage);
     case PipelineSchedule::Interleaved: return interleaved_schedule(m, p, v, stage);
+    case PipelineSchedule::ZeroBubble: return zero_bubble_h1_schedule(m, p, stage);
+    case PipelineSchedule::DualPipe: break;  // refused when the scenario is resolved
   }
   return {};
 }

@@ -5,13 +5,16 @@
 // pipeline_schedule(); tests/parallel/pipeline_test.cpp checks each against its bubble.
 #include <vector>
 
+#include "sim/parallel/training_plan.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::plan_detail {
 
+// A forward, a backward, or one part of a split backward (its B or its W pass).
 struct PassStep {
   bool forward;
   int mb, chunk;
+  BackwardPart part = BackwardPart::Whole;
 };
 
 // No pipeline (pp = 1): each micro-batch's forward over the chunks, then its backward.
@@ -27,6 +30,13 @@ std::vector<PassStep> one_f_one_b_schedule(int micro_batches, int pp, int stage)
 // Interleaved 1F1B (SC21 §2.2.2, Megatron's forward_backward_pipelining_with_interleaving
 // order): chunks of pp micro-batches visit the virtual stages in turn.
 std::vector<PassStep> interleaved_schedule(int micro_batches, int pp, int chunks, int stage);
+
+// ZB-H1 (Qi et al., ICLR 2024, section 2.1): each backward split into B (input gradient) and W
+// (weight gradient). Stage s runs 1F1B's warm-up forwards and its F/B alternation, and the W of
+// micro-batch j after the B of micro-batch j + s: every stage then holds up to pp micro-batches
+// whose W has not run (1F1B's first stage holds as many), and the deferred Ws fill the cool-down,
+// leaving (pp - 1)(T_F + T_B - T_W) of bubble instead of 1F1B's (pp - 1)(T_F + T_B + T_W).
+std::vector<PassStep> zero_bubble_h1_schedule(int micro_batches, int pp, int stage);
 
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage);
 

@@ -72,6 +72,27 @@ Template StageBuilder::build() {
     activation_moe_layer_ = activations(s_.parallel.recompute, true);
     activation_moe_layer_full_ = activations(Recompute::None, true);
   }
+  if (splits_backward(s_)) {
+    // W computes each GEMM's weight gradient from the GEMM's input and its output's gradient
+    // (both 16-bit, at the shapes the GEMM runs): 16 s b h elements for a GPT layer without
+    // TP, 32 s b h bytes against the 34 s b h its saved activations take (Korthikanti et al.
+    // 2022), which is why ZB-H1 stays within 1F1B's memory (Qi et al., ICLR 2024, section 2.1).
+    // ASSUMPTION: under sequence parallelism the gathered inputs are kept whole.
+    auto held = [](const LayerWork& w, bool attention) {
+      double bytes = 0;
+      for (std::size_t g = 0; g < w.gemms.size(); ++g) {
+        if ((g < w.attention_gemms) != attention) continue;
+        const Gemm& x = w.gemms[g];
+        bytes += 2.0 * static_cast<double>(x.count) * static_cast<double>(x.m) *
+                 static_cast<double>(x.k + x.n);
+      }
+      return static_cast<Bytes>(bytes);
+    };
+    const LayerWork dense = s_.layer_work(false);
+    weight_grad_attention_ = held(dense, true);
+    weight_grad_mlp_ = held(dense, false);
+    if (m.is_moe()) weight_grad_moe_ = held(s_.layer_work(true), false);
+  }
   const double sb = s_.micro_batch_tokens();
   // The cross-entropy's logits, vocab-parallel over TP: what the framework's loss saves for
   // backward and what lives beside it in its forward and backward (framework_policy.h).
@@ -110,20 +131,30 @@ Template StageBuilder::build() {
   allocate_states();
 
   const std::vector<PassStep> steps = pipeline_schedule(s_, stage_);
-  // The last backward of each chunk (the accumulation boundary of that chunk's gradients).
+  // The pass that hands a (micro-batch, chunk)'s gradients to the hooks: its backward, or the W
+  // of a split one. The last of each chunk is that chunk's accumulation boundary.
+  auto gives_gradients = [](const PassStep& st) {
+    return !st.forward && st.part != BackwardPart::Input;
+  };
   std::vector<int> remaining_backward(chunks_.size(), 0);
   for (const PassStep& st : steps) {
-    if (!st.forward) ++remaining_backward[st.chunk];
+    if (gives_gradients(st)) ++remaining_backward[st.chunk];
   }
   int backwards_left = 0;
   for (int r : remaining_backward) backwards_left += r;
   for (const PassStep& st : steps) {
     if (st.forward) {
       forward_pass(st.mb, st.chunk);
+    } else if (st.part == BackwardPart::Input) {
+      backward_pass(st.mb, st.chunk, BackwardPart::Input, false, false);
     } else {
       --backwards_left;
       bool last_of_chunk = --remaining_backward[st.chunk] == 0;
-      backward_pass(st.mb, st.chunk, last_of_chunk, backwards_left == 0);
+      if (st.part == BackwardPart::Weight) {
+        weight_pass(st.mb, st.chunk, last_of_chunk, backwards_left == 0);
+      } else {
+        backward_pass(st.mb, st.chunk, BackwardPart::Whole, last_of_chunk, backwards_left == 0);
+      }
     }
   }
   optimizer_step();

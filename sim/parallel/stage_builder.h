@@ -32,7 +32,14 @@ class StageBuilder {
  private:
   void allocate_states();
   void forward_pass(int mb, int chunk);
-  void backward_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
+  // A backward: whole, or a zero-bubble schedule's B (Input: the input gradients, sent to the
+  // previous stage; no gradient reaches the hooks).
+  void backward_pass(int mb, int chunk, BackwardPart part, bool last_of_chunk, bool last_of_step);
+  // A zero-bubble schedule's W: the layer blocks' weight gradients of a (micro-batch, chunk)
+  // whose B has run, handed to the gradient hooks as a backward's would be.
+  void weight_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
+  // The gradient hooks of one unit whose gradients op `produced_by` completed.
+  void unit_hooks(const Unit& unit, std::int32_t produced_by);
   void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes);
   std::int32_t expert_all_to_alls(std::int32_t after, int count, const std::string& what);
   // Context parallelism around an attention block's pass: the key/value exchange before it
@@ -80,6 +87,18 @@ class StageBuilder {
     return u.forward == WorkKind::MoeForward ? moe_tp_activation_bytes_ : tp_activation_bytes_;
   }
   Bytes cp_kv_bytes_ = 0;  // context parallelism: all cp ranks' keys and values of one layer
+  // A zero-bubble schedule: what a layer block's W needs from its B until it runs, the inputs and
+  // output gradients of the block's GEMMs (16-bit); dense and MoE layers' attention and
+  // feed-forward blocks.
+  Bytes weight_grad_attention_ = 0, weight_grad_mlp_ = 0, weight_grad_moe_ = 0;
+  Bytes weight_grad_bytes(const Unit& u) const {
+    switch (u.backward) {
+      case WorkKind::AttentionBackward: return weight_grad_attention_;
+      case WorkKind::MlpBackward: return weight_grad_mlp_;
+      case WorkKind::MoeBackward: return weight_grad_moe_;
+      default: return 0;
+    }
+  }
   std::int32_t last_compute_ = -1;
   std::vector<int> forwards_done_, backwards_done_;  // per chunk, in this step
 };

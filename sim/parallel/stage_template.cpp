@@ -44,11 +44,11 @@ std::int32_t Emitter::memory_op(OpKind kind, MemCategory c, Bytes bytes, const s
 }
 
 std::int32_t Emitter::compute(WorkKind k, Phase phase, const std::string& name,
-                              std::vector<std::int32_t> deps) {
+                              std::vector<std::int32_t> deps, BackwardPart part) {
   TemplateOp op;
   op.kind = OpKind::Compute;
   op.phase = phase;
-  op.work = tables_.work_of[static_cast<int>(k)];
+  op.work = tables_.work_of[work_index(k, part)];
   deps.insert(deps.end(), host_waits_.begin(), host_waits_.end());
   host_waits_.clear();
   return add(op, name, deps);

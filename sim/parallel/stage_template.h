@@ -55,8 +55,12 @@ struct PlanTables {
   std::vector<std::string>& names;
   std::map<std::string, std::int32_t>& name_ids;
   std::vector<Work>& works;
-  const std::int32_t* work_of;  // the Work of each layer-block WorkKind (by enum value)
+  const std::int32_t* work_of;  // the Work of each layer-block kind and part (work_index)
 };
+
+constexpr int work_index(WorkKind k, BackwardPart part) {
+  return static_cast<int>(k) * kNumBackwardParts + static_cast<int>(part);
+}
 
 // Appends ops to one stage's template. Dependencies given as -1 are dropped (an op that has no
 // predecessor yet). A compute op also waits for what the host blocked on since the previous
@@ -79,7 +83,8 @@ class Emitter {
     return memory_op(OpKind::Free, c, bytes, name, stream, deps);
   }
   std::int32_t compute(WorkKind k, Phase phase, const std::string& name,
-                       std::vector<std::int32_t> deps = {});
+                       std::vector<std::int32_t> deps = {},
+                       BackwardPart part = BackwardPart::Whole);
   std::int32_t collective(Peer peer, CollectiveKind k, Bytes bytes, Stream stream,
                           const std::string& name, const std::vector<std::int32_t>& deps = {});
 

@@ -27,6 +27,10 @@ double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
   return 0;
 }
 
+bool splits_backward(const Scenario& s) {
+  return s.parallel.pp > 1 && s.parallel.pipeline_schedule == PipelineSchedule::ZeroBubble;
+}
+
 namespace {
 
 // The host's ops for one pass over a block of kind k. Full recomputation replays the forward
@@ -55,19 +59,27 @@ std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h,
 TrainingPlan build_training_plan(const Scenario& s, bool fold) {
   using namespace plan_detail;
   TrainingPlan out;
-  // One Work per layer-block kind, shared by every op of that kind.
-  std::int32_t work_of[static_cast<int>(WorkKind::HeadBackward) + 1] = {};
+  // One Work per layer-block kind (and, for a layer block's backward that a zero-bubble
+  // schedule splits, per part), shared by every op of that kind.
+  std::int32_t work_of[(static_cast<int>(WorkKind::HeadBackward) + 1) * kNumBackwardParts] = {};
   const HostPolicy host = framework_policy(s, 0).host;
+  const bool split = splits_backward(s);
   for (auto k : {WorkKind::EmbedForward, WorkKind::EmbedBackward, WorkKind::AttentionForward,
                  WorkKind::AttentionBackward, WorkKind::MlpForward, WorkKind::MlpBackward,
                  WorkKind::MoeForward, WorkKind::MoeBackward,
                  WorkKind::HeadForward, WorkKind::HeadBackward}) {
     const bool moe_kind = k == WorkKind::MoeForward || k == WorkKind::MoeBackward;
     if (moe_kind && !s.model.is_moe()) continue;  // a dense model's plan has no MoE work
-    work_of[static_cast<int>(k)] = static_cast<std::int32_t>(out.works.size());
-    Work w{k, 0};
-    w.host_ops = block_host_ops(s, host, k);
-    out.works.push_back(w);
+    for (BackwardPart part : {BackwardPart::Whole, BackwardPart::Input, BackwardPart::Weight}) {
+      if (part != BackwardPart::Whole && !(split && is_layer_backward(k))) continue;
+      work_of[work_index(k, part)] = static_cast<std::int32_t>(out.works.size());
+      Work w{k, 0};
+      w.part = part;
+      // The host dispatches the block's ops in B; W only launches its wgrad GEMMs (ASSUMPTION:
+      // counted as none, a few launches against the block's tens of ops).
+      w.host_ops = part == BackwardPart::Weight ? 0 : block_host_ops(s, host, k);
+      out.works.push_back(w);
+    }
   }
   std::map<std::string, std::int32_t> name_ids;
   const PlanTables tables{out.plan.names, name_ids, out.works, work_of};

@@ -23,6 +23,19 @@ enum class WorkKind : std::uint8_t {
   NvmeToDevice, Quantize, HostOverhead
 };
 
+// Which share of a layer block's backward a Work stands for: all of it, or, in a schedule that
+// splits it (zero-bubble, Qi et al. ICLR 2024 section 2), the pass B that computes the input
+// gradient (the dgrad GEMMs, the attention core's and the elementwise kernels' backward, the
+// recomputation) or the pass W that computes the weight gradient (the wgrad GEMMs).
+enum class BackwardPart : std::uint8_t { Whole, Input, Weight };
+inline constexpr int kNumBackwardParts = 3;
+
+// A backward of an attention, MLP or MoE block: what a zero-bubble schedule splits into B and W.
+inline bool is_layer_backward(WorkKind k) {
+  return k == WorkKind::AttentionBackward || k == WorkKind::MlpBackward ||
+         k == WorkKind::MoeBackward;
+}
+
 struct Work {
   WorkKind kind = WorkKind::AttentionForward;
   // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved;
@@ -34,6 +47,8 @@ struct Work {
   // A layer block's pass: the PyTorch ops the host dispatches for it (recomputation included),
   // whose dispatch the GPU cannot outrun (framework_policy.h, HostPolicy).
   std::int64_t host_ops = 0;
+  // A layer block's backward: whole, or its B or W pass.
+  BackwardPart part = BackwardPart::Whole;
 };
 
 // Ep: the token all-to-alls of expert parallelism (the expert gradients' reduction over the
@@ -81,6 +96,10 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold = false);
 // them): MiCS / HYBRID_SHARD's shard group, ZeRO++ hpZ's secondary partition group, or for qgZ
 // the DP ranks of one node. 1 when the scenario needs none.
 int dp_subgroup_size(const Scenario& s);
+
+// Whether the step's pipeline schedule splits each layer block's backward into its B and W
+// passes (zero-bubble with more than one stage).
+bool splits_backward(const Scenario& s);
 
 // Bytes one rank sends in a ring collective of `kind` over n ranks with buffer size `bytes`
 // (NCCL's convention: all-gather's buffer is the gathered output, reduce-scatter's the input).

@@ -60,8 +60,8 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
     throw InputError("--rank", "must be below the " + std::to_string(plan.num_ranks) +
                                    " ranks of the plan, got " + std::to_string(rank));
   }
-  const LayerWork layer = scenario_layer_work(s, false);
-  const LayerWork moe_layer = s.model.is_moe() ? scenario_layer_work(s, true) : LayerWork{};
+  const LayerWork layer = s.layer_work(false);
+  const LayerWork moe_layer = s.model.is_moe() ? s.layer_work(true) : LayerWork{};
   json doc;
   doc["format"] = "zerosim-plan/1";
   doc["scenario"] = s.resolved;
@@ -98,7 +98,12 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
         if (op.kind == OpKind::Compute) {
           const Work& w = sim.plan.works[op.work];
           o["work"] = work_name(w.kind);
-          const WorkKernels k = work_kernels(w.kind, s, is_moe_kind(w.kind) ? moe_layer : layer);
+          const WorkKernels k =
+              work_kernels(w.kind, s, is_moe_kind(w.kind) ? moe_layer : layer, w.part);
+          // A zero-bubble schedule's B (input gradient) or W (weight gradient) pass.
+          if (w.part != BackwardPart::Whole) {
+            o["part"] = w.part == BackwardPart::Input ? "input_grad" : "weight_grad";
+          }
           o["gemms"] = gemms_json(gemm_launches(k));
           // Backward moves the block's elementwise traffic twice.
           if (k.elementwise_bytes) o["elementwise_bytes"] = *k.elementwise_bytes * k.passes;

@@ -360,8 +360,9 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                   .in_cases("parallel.virtual_stages"));
   t.push_back(enum_key("parallel.pipeline_schedule", nullptr, kPipelineScheduleNames,
                        "pipeline schedule (default: interleaved when virtual_stages > 1, else "
-                       "1f1b)",
-                       FIELD(parallel.pipeline_schedule)));
+                       "1f1b; zero-bubble is ZB-H1; dualpipe is refused, not simulated yet)",
+                       FIELD(parallel.pipeline_schedule))
+                  .in_cases("parallel.pipeline_schedule"));
   t.push_back(bool_key("parallel.sequence_parallel", false, "Megatron sequence parallelism",
                        FIELD(parallel.sequence_parallel))
                   .in_cases("parallel.sequence_parallel"));

@@ -179,7 +179,17 @@ void pipeline_rules(Scenario& s, const Given& given) {
                            std::to_string(p.pp * p.virtual_stages) + " (Megatron's rule)");
     }
   }
+  if (p.pipeline_schedule == PipelineSchedule::DualPipe) {
+    throw InputError("parallel.pipeline_schedule",
+                     "'dualpipe' (DeepSeek-V3's bidirectional schedule) is not simulated yet; "
+                     "allowed: 1f1b, gpipe, interleaved, zero-bubble");
+  }
   if (given("parallel.pipeline_schedule")) {
+    if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.virtual_stages > 1) {
+      throw InputError("parallel.pipeline_schedule",
+                       "'zero-bubble' is ZB-H1, one model chunk per stage; with "
+                       "parallel.virtual_stages > 1 (ZB-V) it is not simulated yet");
+    }
     if ((p.pipeline_schedule == PipelineSchedule::Interleaved) != (p.virtual_stages > 1)) {
       throw InputError("parallel.pipeline_schedule",
                        "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
@@ -316,6 +326,14 @@ void megatron_rules(const Scenario& s) {
     throw InputError("parallel.overlap_grad_reduce",
                      "a Megatron-LM flag: needs parallel.framework megatron and zero.stage 0 "
                      "(DDP) or 1 (distributed optimizer)");
+  }
+  // ZB-H1 is the zero-bubble authors' Megatron-LM fork (sail-sg/zero-bubble-pipeline-
+  // parallelism), with DDP or the distributed optimizer.
+  if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.pp > 1 &&
+      !(p.framework == Framework::Megatron && zs <= 1)) {
+    throw InputError("parallel.pipeline_schedule",
+                     "'zero-bubble' (ZB-H1) is simulated as the zero-bubble Megatron-LM fork runs "
+                     "it: needs parallel.framework megatron and zero.stage 0 or 1");
   }
   if (p.overlap_param_gather && !(p.framework == Framework::Megatron && zs == 1)) {
     throw InputError("parallel.overlap_param_gather",

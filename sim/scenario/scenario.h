@@ -30,7 +30,9 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 // chosen as NCCL does, no contention); flow: NCCL-laid flows sharing links max-min fairly.
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
-enum class PipelineSchedule { GPipe, OneFOneB, Interleaved };
+// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024); DualPipe (DeepSeek-V3) is named only to be refused
+// as not simulated.
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe };
 // How context parallelism exchanges keys and values (Megatron-core's --cp-comm-type): p2p, ring
 // attention (each chunk passed around the CP ring while the previous one is attended to);
 // all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses) and
@@ -52,7 +54,8 @@ inline constexpr EnumName<CpCommType> kCpCommTypeNames[] = {
     {CpCommType::A2aP2p, "a2a+p2p"}};
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
-    {PipelineSchedule::Interleaved, "interleaved"}};
+    {PipelineSchedule::Interleaved, "interleaved"}, {PipelineSchedule::ZeroBubble, "zero-bubble"},
+    {PipelineSchedule::DualPipe, "dualpipe"}};
 inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
     {CommDtype::Default, "default"}, {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"},
     {CommDtype::Fp32, "fp32"}};
@@ -192,6 +195,13 @@ struct Scenario {
   double micro_batch_tokens() const {
     return static_cast<double>(training.micro_batch_size) * model.seq_length /
            static_cast<double>(parallel.cp);
+  }
+  // The forward work of one layer (at this micro-batch, TP, attention, expert parallelism,
+  // routing imbalance and CP): an MoE layer's with `moe`, else a dense layer's.
+  LayerWork layer_work(bool moe) const {
+    return layer_forward_work(model, training.micro_batch_size, parallel.tp,
+                              parallel.sequence_parallel, training.flash_attention, moe,
+                              parallel.ep, training.moe_load_imbalance, parallel.cp);
   }
 };
 

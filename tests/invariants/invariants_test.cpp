@@ -58,12 +58,12 @@ json random_scenario(std::mt19937& rng) {
                    {"framework", pick({"deepspeed", "megatron", "fsdp", "nanotron"})}};
   int gas = uni(1, 4);
   if (pp > 1) {
-    const int schedule = uni(0, 2);
+    const int schedule = uni(0, 3);
     if (schedule == 2) {
       parallel["virtual_stages"] = 2;
       gas = pp * uni(1, 2);
     } else {
-      parallel["pipeline_schedule"] = schedule == 0 ? "1f1b" : "gpipe";
+      parallel["pipeline_schedule"] = schedule == 0 ? "1f1b" : schedule == 1 ? "gpipe" : "zero-bubble";
     }
   }
   const int stage = parallel["framework"] == "fsdp" ? uni(2, 3) : uni(0, 3);

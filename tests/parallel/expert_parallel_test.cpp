@@ -73,7 +73,7 @@ TEST(expertParallel, AllToAllBytesFollowTheTokensAndTheRecomputation) {
 TEST(expertParallel, ExpertGemmsPerRank) {
   const Scenario one = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 1));
   const Scenario two = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 2));
-  const LayerWork a = scenario_layer_work(one, true), b = scenario_layer_work(two, true);
+  const LayerWork a = one.layer_work(true), b = two.layer_work(true);
   for (std::size_t i = a.attention_gemms; i < a.gemms.size(); ++i) {
     if (!a.gemms[i].expert) continue;
     EXPECT_EQ(a.gemms[i].count, 4);
@@ -84,7 +84,7 @@ TEST(expertParallel, ExpertGemmsPerRank) {
   }
   json doc = moe_doc(8, {{"stage", 1}}, 1, 2);
   doc["training"]["moe_load_imbalance"] = 1.5;
-  const LayerWork c = scenario_layer_work(resolve_scenario(doc), true);
+  const LayerWork c = resolve_scenario(doc).layer_work(true);
   for (std::size_t i = c.attention_gemms; i < c.gemms.size(); ++i) {
     if (c.gemms[i].expert) EXPECT_EQ(c.gemms[i].m, 192);
   }

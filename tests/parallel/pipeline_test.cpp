@@ -2,6 +2,7 @@
 // Megatron-LM's TP collectives).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "sim/run/simulate.h"
@@ -13,7 +14,7 @@ namespace {
 using json = nlohmann::json;
 
 // Uniform stages: every attention and MLP block costs the same in forward (tf) and twice as
-// much in backward; embedding, head and optimizer cost nothing, so the stages are identical.
+// much in backward (a split backward: tf in its B and tf in its W); embedding, head and optimizer cost nothing, so the stages are identical.
 class UniformCompute : public ComputeModel {
  public:
   explicit UniformCompute(const TrainingPlan& tp) : tp_(tp) {}
@@ -22,7 +23,10 @@ class UniformCompute : public ComputeModel {
       case WorkKind::AttentionForward:
       case WorkKind::MlpForward: return 10 * kPicosPerMicro;
       case WorkKind::AttentionBackward:
-      case WorkKind::MlpBackward: return 20 * kPicosPerMicro;
+      case WorkKind::MlpBackward:
+        // A zero-bubble schedule's B and W split the backward in half: tf = tb = tw.
+        return (tp_.works[plan.ops[op].work].part == BackwardPart::Whole ? 20 : 10) *
+               kPicosPerMicro;
       default: return 0;
     }
   }
@@ -54,7 +58,12 @@ json pipeline_doc(int pp, int m, int v, const std::string& schedule) {
             {"vocab_size", 1000}, {"seq_length", 128}}},
           {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", pp}}},
           {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", m}}},
-          {"parallel", {{"pp", pp}, {"virtual_stages", v}, {"pipeline_schedule", schedule}}},
+          {"parallel",
+           {{"pp", pp},
+            {"virtual_stages", v},
+            {"pipeline_schedule", schedule},
+            // ZB-H1 runs in the zero-bubble authors' Megatron-LM fork.
+            {"framework", schedule == "zero-bubble" ? "megatron" : "deepspeed"}}},
           {"zero", {{"stage", 1}}}};
 }
 
@@ -96,6 +105,42 @@ TEST(parallelPipeline, InterleavedBubbleShrinksByV) {
                 static_cast<double>(p - 1) / (v * m + p - 1), 1e-9)
         << "v " << v;
   }
+}
+
+TEST(parallelPipeline, ZeroBubbleH1BubbleIsPMinusOneTimesTfPlusTbMinusTw) {
+  // Qi et al. (ICLR 2024) section 2.1: ZB-H1 leaves (p - 1)(tf + tb - tw) of bubble against
+  // 1F1B's (p - 1)(tf + tb + tw). With tf = tb = tw each stage is busy 3 m tf in a step of
+  // (3 m + p - 1) tf: a fraction (p - 1) / (3 m + p - 1), a third of 1F1B's bubble time.
+  for (int p : {2, 4}) {
+    for (int m : {4, 8}) {
+      EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, 1, "zero-bubble")),
+                  static_cast<double>(p - 1) / (3 * m + p - 1), 1e-9)
+          << "p " << p << " m " << m;
+    }
+  }
+}
+
+TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
+  auto key = [](const std::function<void(json&)>& edit) {
+    json doc = pipeline_doc(4, 8, 1, "zero-bubble");
+    edit(doc);
+    try {
+      resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(key([](json&) {}), "(accepted)");
+  // DeepSpeed's pipeline engine has no zero-bubble schedule; ZeRO-2/3 are not simulated with it.
+  EXPECT_EQ(key([](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
+            "parallel.pipeline_schedule");
+  EXPECT_EQ(key([](json& d) { d["zero"]["stage"] = 2; }), "parallel.pipeline_schedule");
+  // ZB-V (two chunks per stage) and DualPipe are not simulated.
+  EXPECT_EQ(key([](json& d) { d["parallel"]["virtual_stages"] = 2; }),
+            "parallel.pipeline_schedule");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["pipeline_schedule"] = "dualpipe"; }),
+            "parallel.pipeline_schedule");
 }
 
 // Bytes rank 0 sends on its TP group in the forward of layer 0: two all-reduces of the s x b x h

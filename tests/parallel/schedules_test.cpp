@@ -80,6 +80,45 @@ TEST(schedules, InterleavedKeepsEveryChunkInOrder) {
   EXPECT_EQ(first_backward->chunk, 1);
 }
 
+TEST(schedules, ZeroBubbleH1DefersWeightGradientsByTheStageIndex) {
+  // Qi et al. (ICLR 2024) section 2.1: every micro-batch runs F, then B, then W, once each, and
+  // the split keeps 1F1B's memory: a stage holds at most p micro-batches whose W has not run
+  // (p = 4, m = 8: 4 on every stage; m = 2: both). Stage s defers its Ws by s micro-batches:
+  // s + 1 Bs come before its first W (the last stage's Ws fill the cool-down).
+  for (int m : {8, 2}) {
+    for (int stage = 0; stage < 4; ++stage) {
+      const auto steps = zero_bubble_h1_schedule(m, 4, stage);
+      std::map<int, int> f_at, b_at, w_at;
+      int held = 0, peak = 0, bs_before_first_w = -1, bs = 0;
+      for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+        const PassStep& s = steps[i];
+        EXPECT_EQ(s.chunk, 0);
+        std::map<int, int>& at = s.forward                           ? f_at
+                                 : s.part == BackwardPart::Input ? b_at
+                                                                     : w_at;
+        EXPECT_NE(s.part, s.forward ? BackwardPart::Input : BackwardPart::Whole);
+        EXPECT_TRUE(at.emplace(s.mb, i).second) << "pass repeated";
+        if (s.forward) ++held;
+        if (!s.forward && s.part == BackwardPart::Input) ++bs;
+        if (!s.forward && s.part == BackwardPart::Weight) {
+          if (bs_before_first_w < 0) bs_before_first_w = bs;
+          --held;
+        }
+        peak = std::max(peak, held);
+      }
+      ASSERT_EQ(static_cast<int>(f_at.size()), m);
+      ASSERT_EQ(static_cast<int>(b_at.size()), m);
+      ASSERT_EQ(static_cast<int>(w_at.size()), m);
+      for (int j = 0; j < m; ++j) {
+        EXPECT_LT(f_at[j], b_at[j]);
+        EXPECT_LT(b_at[j], w_at[j]);
+      }
+      EXPECT_EQ(peak, std::min(m, 4)) << "m " << m << " stage " << stage;
+      EXPECT_EQ(bs_before_first_w, std::min(m, stage + 1)) << "m " << m << " stage " << stage;
+    }
+  }
+}
+
 TEST(schedules, NoPipelineRunsEachMicroBatchThrough) {
   const auto steps = no_pipeline_schedule(3, 1);
   EXPECT_EQ(check_and_peak(steps, 3, 1), 1);

@@ -2,6 +2,9 @@
 // doubles the passes, and `zerosim plan` exports exactly the GEMMs the cost model priced.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/work_kernels.h"
 #include "sim/report/plan_export.h"
@@ -164,7 +167,7 @@ TEST(workKernels, Fp8RunsTheLayersLinearsInFp8) {
                              {"parallel", {{"tp", 2}, {"framework", "megatron"}}}});
   };
   const Scenario bf16 = with("bf16", "dgx-h100"), fp8 = with("fp8", "dgx-h100");
-  const LayerWork layer = scenario_layer_work(fp8, false);
+  const LayerWork layer = fp8.layer_work(false);
   for (WorkKind k : {WorkKind::AttentionForward, WorkKind::MlpBackward}) {
     const WorkKernels a = work_kernels(k, bf16, layer), b = work_kernels(k, fp8, layer);
     double cast = 0;
@@ -180,6 +183,51 @@ TEST(workKernels, Fp8RunsTheLayersLinearsInFp8) {
   const StepReport rb = simulate_step(bf16).report, rf = simulate_step(fp8).report;
   EXPECT_LT(rf.step_time_s, rb.step_time_s);
   EXPECT_NEAR(rf.mfu / rb.mfu, rb.step_time_s / rf.step_time_s, 1e-9);
+}
+
+TEST(workKernels, ZeroBubbleSplitMovesKernelsWithoutAddingAny) {
+  // A zero-bubble schedule's B and W of a layer block launch between them exactly the whole
+  // backward's GEMMs (the dgrads in B, the wgrads in W) and cost what it costs: the split moves
+  // work, it creates none. Recomputation runs in B (W uses what B recomputed).
+  for (const char* recompute : {"none", "selective", "full"}) {
+    for (const char* model : {"gpt3-1.3b", "mixtral-8x7b"}) {
+      const Scenario s = resolve_scenario(
+          {{"model", model},
+           {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+           {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 4},
+                         {"moe_grouped_gemm", false}}},
+           {"parallel", {{"tp", 2}, {"pp", 2}, {"ep", std::string(model) == "gpt3-1.3b" ? 1 : 2},
+                         {"sequence_parallel", true}, {"recompute", recompute},
+                         {"framework", "megatron"}, {"pipeline_schedule", "zero-bubble"}}},
+           {"zero", {{"stage", 1}}},
+           {"sim", {{"allow_oom", true}}}});
+      const TrainingPlan plan = build_training_plan(s, true);
+      const ComputeCost cost(s, plan);
+      for (WorkKind kind : {WorkKind::AttentionBackward, WorkKind::MlpBackward,
+                            WorkKind::MoeBackward}) {
+        int of[kNumBackwardParts] = {-1, -1, -1};
+        for (int w = 0; w < static_cast<int>(plan.works.size()); ++w) {
+          if (plan.works[w].kind == kind) of[static_cast<int>(plan.works[w].part)] = w;
+        }
+        if (of[0] < 0) continue;  // a dense model has no MoE block
+        ASSERT_GE(of[1], 0);
+        ASSERT_GE(of[2], 0);
+        const double whole = cost.work_seconds(of[0]);
+        EXPECT_NEAR(cost.work_seconds(of[1]) + cost.work_seconds(of[2]), whole, 1e-12 * whole)
+            << model << " " << recompute << " kind " << static_cast<int>(kind);
+        EXPECT_GT(cost.work_seconds(of[2]), 0);
+        const LayerWork layer = s.layer_work(kind == WorkKind::MoeBackward);
+        std::multiset<std::string> split, all;
+        for (BackwardPart part : {BackwardPart::Input, BackwardPart::Weight}) {
+          for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer, part))) {
+            split.insert(g.name);
+          }
+        }
+        for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer))) all.insert(g.name);
+        EXPECT_EQ(split, all);
+      }
+    }
+  }
 }
 
 }  // namespace
