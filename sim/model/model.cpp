@@ -222,6 +222,18 @@ ParamCounts count_params(const ModelSpec& m) {
   return c;
 }
 
+namespace {
+
+// The attention core's forward FLOPs for b sequences of s queries that each attend to `keys`
+// keys on average, all heads: QK^T and AV, 2 * 2 * d per (query, key) pair and head (MLA: 2 per
+// pair over its query/key width and 2 over its value width).
+double attention_core_flops(const ModelSpec& m, double b, double s, double keys) {
+  return m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(m.qk_width() + m.v_width())
+                    : 4.0 * b * s * keys * static_cast<double>(m.q_width());
+}
+
+}  // namespace
+
 double LayerWork::flops() const {
   double total = attention_flops;
   for (const auto& g : gemms) total += g.flops();
@@ -279,22 +291,23 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   w.attention_gemms = w.gemms.size();
   push_gemms(w.gemms, m, mlp_block(m, moe), tokens, tp, ep, load_imbalance);
 
-  // QK^T ([s x d] x [d x s]) and AV ([s x s] x [s x d]) per head and sample: 2 * 2*s*s*d each,
-  // so 4*b*s^2*q over all heads (q = heads x d), split across TP ranks by heads. The causal
-  // mask is NOT discounted (kernels without block skipping compute the full square; Megatron's
-  // formula counts it too). A sliding window of k < s keys is: flash attention skips the blocks
-  // outside the band, so each query costs k keys (4*b*s*k*q, the same convention: full square
-  // when k = s); without flash attention the scores are computed in full and masked.
+  // The attention core, split across TP ranks by heads and across CP ranks by queries (each
+  // holds 1 / cp of the causal work: Megatron-core's load-balanced chunks). Training attention
+  // is causal. A fused kernel (flash attention) runs only the tiles inside the causal band, and
+  // inside a sliding window of k keys: s k - k^2 / 2 (query, key) pairs per sequence, s^2 / 2
+  // without a window. That is the FlashAttention benchmarks' convention
+  // (Dao-AILab/flash-attention, benchmarks/benchmark_flash_attention.py: the causal count is
+  // half the square), in which the attention rates of gpu_generation.cpp were measured.
+  // Unfused attention computes all s^2 scores and masks them. The MFU numerator
+  // (model_flops_per_token) keeps Megatron's count, s k.
   const double b = static_cast<double>(micro_batch);
   const double s = static_cast<double>(m.seq_length);
   const double hd = static_cast<double>(h);
-  const double qd = static_cast<double>(q);
   const double t = static_cast<double>(tp);
-  const double keys = flash_attention ? static_cast<double>(attended_keys(m)) : s;
-  // MLA: QK^T over the query/key width, AV over the value width, 2*b*s*k each.
-  const double c = static_cast<double>(cp);  // context parallelism: 1 / cp of the queries
-  w.attention_flops = m.is_mla() ? 2.0 * b * s * keys * static_cast<double>(m.qk_width() + m.v_width()) / t / c
-                                 : 4.0 * b * s * keys * qd / t / c;
+  const double keys = static_cast<double>(attended_keys(m));
+  const double c = static_cast<double>(cp);
+  const double keys_per_query = flash_attention ? keys - keys * keys / (2 * s) : s;
+  w.attention_flops = attention_core_flops(m, b, s, keys_per_query) / t / c;
 
   // HBM traffic of the non-GEMM kernels, forward, 16-bit elements (2 bytes) and 1-byte dropout
   // masks; each kernel reads its inputs once and writes its outputs once (fused where Megatron
@@ -352,7 +365,11 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch) {
 
 double model_flops_per_token(const ModelSpec& m) {
   const double tokens = static_cast<double>(m.seq_length);  // one sequence, tp = 1
-  const double layer = layer_forward_work(m, 1, 1, false, true).flops();
+  // Megatron's count of the attention core: each query against its k = min(s, window) keys,
+  // the causal mask not discounted.
+  const double core = attention_core_flops(m, 1, tokens, static_cast<double>(attended_keys(m)));
+  double layer = core;
+  for (const Gemm& g : layer_forward_work(m, 1, 1, false, true).gemms) layer += g.flops();
   const std::int64_t moe_layers = m.moe_layer_count();
   double forward = static_cast<double>(m.num_layers - moe_layers) * layer + logits_forward_flops(m, 1);
   if (moe_layers > 0) {
@@ -360,7 +377,7 @@ double model_flops_per_token(const ModelSpec& m) {
     // themselves (an expert's weights weighted by top_k / num_experts), so that no rounding of
     // an expert's share of the tokens enters the MFU numerator.
     const LayerWork w = layer_forward_work(m, 1, 1, false, true, true);
-    double moe_layer = w.attention_flops;
+    double moe_layer = core;
     for (std::size_t i = 0; i < w.attention_gemms; ++i) moe_layer += w.gemms[i].flops();
     double per_token = 0;
     for (const Linear& l : mlp_block(m, true).linears) {

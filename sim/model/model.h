@@ -194,7 +194,7 @@ struct Gemm {
 struct LayerWork {
   std::vector<Gemm> gemms;          // weight GEMMs with TP-split shapes: attention's, then the MLP's
   std::size_t attention_gemms = 0;  // how many of them are the attention block's
-  double attention_flops = 0;       // QK^T and attention*V (batched GEMMs), forward
+  double attention_flops = 0;       // QK^T and attention*V as the kernel runs them, forward
   double elementwise_bytes = 0;     // HBM bytes moved by norms, activation, softmax, dropout, residual
   double flops() const;             // total forward FLOPs
 };

@@ -46,8 +46,9 @@ TEST(modelFlops, TensorParallelSplitsEveryGemm) {
   EXPECT_EQ(eight.gemms[1].k, 8192 / 8);
 }
 
-// A sliding window of w keys: with flash attention (which skips the blocks outside the band)
-// each query costs w keys instead of s; without it the scores are computed in full and masked.
+// Causal attention with flash attention runs the causal band only: s^2 / 2 (query, key) pairs,
+// and with a sliding window of w keys s w - w^2 / 2 (the first w queries see fewer); without it
+// the s^2 scores are computed in full and masked.
 // Decoupled heads scale the attention with heads x head_dim, not the hidden size.
 TEST(modelFlops, SlidingWindowAndHeadWidthScaleTheAttention) {
   ModelSpec m = model_preset("llama2-7b", "model");
@@ -55,8 +56,12 @@ TEST(modelFlops, SlidingWindowAndHeadWidthScaleTheAttention) {
   ModelSpec windowed = m;
   windowed.sliding_window = 4096;
   const double b = 1, s = 8192, h = m.hidden_size;
+  EXPECT_DOUBLE_EQ(layer_forward_work(m, 1, 1, false, true).attention_flops,
+                   4.0 * b * s * s / 2 * h);
+  EXPECT_DOUBLE_EQ(layer_forward_work(m, 1, 1, false, false).attention_flops,
+                   4.0 * b * s * s * h);
   EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, true).attention_flops,
-                   4.0 * b * s * 4096 * h);
+                   4.0 * b * (s * 4096 - 4096.0 * 4096 / 2) * h);
   EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, false).attention_flops,
                    layer_forward_work(m, 1, 1, false, false).attention_flops);
   windowed.sliding_window = 16384;  // longer than the sequence: no effect

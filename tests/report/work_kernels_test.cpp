@@ -187,14 +187,15 @@ TEST(workKernels, Fp8RunsTheLayersLinearsInFp8) {
 
 TEST(workKernels, ZeroBubbleSplitMovesKernelsWithoutAddingAny) {
   // A zero-bubble schedule's B and W of a layer block launch between them exactly the whole
-  // backward's GEMMs (the dgrads in B, the wgrads in W) and cost what it costs: the split moves
-  // work, it creates none. Recomputation runs in B (W uses what B recomputed).
+  // backward's GEMMs (the dgrads in B, the wgrads in W) and, where the GPU and not the host's
+  // dispatch bounds the block (micro-batch 8), cost what it costs: the split moves work, it
+  // creates none. Recomputation runs in B (W uses what B recomputed).
   for (const char* recompute : {"none", "selective", "full"}) {
     for (const char* model : {"gpt3-1.3b", "mixtral-8x7b"}) {
       const Scenario s = resolve_scenario(
           {{"model", model},
            {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
-           {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 4},
+           {"training", {{"micro_batch_size", 8}, {"gradient_accumulation_steps", 4},
                          {"moe_grouped_gemm", false}}},
            {"parallel", {{"tp", 2}, {"pp", 2}, {"ep", std::string(model) == "gpt3-1.3b" ? 1 : 2},
                          {"sequence_parallel", true}, {"recompute", recompute},
