@@ -60,6 +60,18 @@ TEST(Bottleneck, LargestExposedComponentWithItsRemedy) {
   EXPECT_NE(bubble.advice.find("micro-batch 2"), std::string::npos) << bubble.advice;
   EXPECT_NE(bubble.advice.find("interleaving"), std::string::npos) << bubble.advice;
   EXPECT_NE(bubble.advice.find("PP <= 2"), std::string::npos) << bubble.advice;
+  // The zero-bubble schedule is offered only where it runs (Megatron, ZeRO 0/1) and is not on.
+  EXPECT_EQ(bubble.advice.find("zero-bubble"), std::string::npos) << bubble.advice;
+  const Bottleneck megatron_bubble = find_bottleneck(
+      scenario({{"pp", 4}, {"framework", "megatron"}}, {{"stage", 1}}, {{"micro_batch_size", 4}}),
+      report(10, 0.1, 0, 0.2, 1.5, 0));
+  EXPECT_NE(megatron_bubble.advice.find("pipeline_schedule=zero-bubble"), std::string::npos)
+      << megatron_bubble.advice;
+  const Bottleneck zb_bubble = find_bottleneck(
+      scenario({{"pp", 4}, {"framework", "megatron"}, {"pipeline_schedule", "zero-bubble"}},
+               {{"stage", 1}}, {{"micro_batch_size", 4}}),
+      report(10, 0.1, 0, 0.2, 1.5, 0));
+  EXPECT_EQ(zb_bubble.advice.find("zero-bubble"), std::string::npos) << zb_bubble.advice;
 
   const Bottleneck pp = find_bottleneck(scenario({{"pp", 4}, {"tp", 2}, {"virtual_stages", 2}}),
                                         report(10, 0, 0, 0.9, 0.4, 0));
