@@ -20,6 +20,10 @@ struct GenerationConstants {
   // The cuBLAS workspace PyTorch gives each (cuBLAS handle, stream) pair, allocated through the
   // caching allocator and never freed (the plan's "cublas_workspace" allocation).
   Bytes cublas_workspace_bytes = 0;
+  // The best FP8 GEMM's share of the FP8 peak against the best 16-bit GEMM's share of the 16-bit
+  // peak (MAMF, docs/SOURCES.md#gemm-rates): what FP8 training's GEMMs reach relative to a
+  // preset's gpu.gemm_efficiency. 0 where the generation has no FP8 tensor cores.
+  double fp8_gemm_efficiency_ratio = 0;
 };
 
 const GenerationConstants& generation_constants(GpuGeneration g);

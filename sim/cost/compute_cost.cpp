@@ -67,10 +67,12 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   peak_flops_ = gpu.peak_tflops(sixteen_bit(s.training.precision)) * 1e12;
   // The share of the best GEMM rate a training step sustains is fitted (fitted.gemm_sustained).
   gemm_flops_ = peak_flops_ * gpu.gemm_efficiency * s.fitted.gemm_sustained;
-  // FP8 GEMMs (fp8 training): ASSUMPTION, the same shares of the FP8 peak as 16-bit GEMMs reach
-  // of theirs (no FP8 MAMF measurement is bundled).
+  // FP8 GEMMs (fp8 training): the FP8 peak at the preset's GEMM share scaled by what FP8 GEMMs
+  // reach of their peak against 16-bit ones of theirs (MAMF, gpu_generation.cpp), sustained as
+  // 16-bit GEMMs are.
   if (s.training.precision == Precision::Fp8) {
     gemm_flops_fp8_ = gpu.peak_tflops(Precision::Fp8) * 1e12 * gpu.gemm_efficiency *
+                      generation_constants(gpu.generation).fp8_gemm_efficiency_ratio *
                       s.fitted.gemm_sustained;
   }
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
