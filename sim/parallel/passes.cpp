@@ -132,7 +132,7 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       tp_collectives(prev, unit_op_name(unit, "fwd"), tp_bytes_of(unit));
     }
     if (stage3 && zero3_.release_after_forward(chunk, u)) {
-      e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
+      e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
     }
   }
   last_compute_ = prev;
@@ -223,7 +223,7 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
       }
     }
     if (stage3 && zero3_.release_after_backward(chunk, i, use)) {
-      e_.free_op(MemCategory::Buffers, 2 * unit.params, "gathered " + unit.label);
+      e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
     }
     if (hooks) unit_hooks(unit, prev);
     if (zs >= 2 && !input_only) {

@@ -150,7 +150,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
       continue;
     }
     std::int32_t a =
-        e_.alloc(MemCategory::Buffers, 2 * u.params, "gathered " + u.label, stream, {hook_after});
+        e_.alloc(MemCategory::Buffers, gathered_bytes(u), "gathered " + u.label, stream, {hook_after});
     std::vector<std::int32_t> deps = {a};
     const std::vector<std::int64_t> calls = gather_calls(u);
     if (offloads_params(s_)) {
@@ -189,7 +189,8 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
                                                   name + " scales", {codes});
         prev = quantize_op(e_, 3 * calls[i], stream, "dequantize " + name, {scales});
       } else {
-        prev = e_.collective(peer, CollectiveKind::AllGather, 2 * piece * n, stream, name, d);
+        prev = e_.collective(peer, CollectiveKind::AllGather,
+                             gathered_element_bytes(u) * piece * n, stream, name, d);
       }
     }
     fetch_op_[k] = prev;

@@ -303,6 +303,12 @@ void add_training_keys(std::vector<KeySpec>& t) {
                        FIELD(training.precision))
                   .flag("precision", "bf16, fp16 or fp8 (sets training.precision)")
                   .in_cases("training.precision"));
+  t.push_back(bool_key("training.fp8_param_gather", false,
+                       "fp8 with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8 "
+                       "(torchao's enable_fsdp_float8_all_gather; Megatron's --fp8-param-gather "
+                       "with the distributed optimizer is not simulated)",
+                       FIELD(training.fp8_param_gather))
+                  .in_cases("training.fp8_param_gather"));
   t.push_back(bool_key("training.flash_attention", true, "fused attention without the s^2 matrix",
                        FIELD(training.flash_attention))
                   .in_cases("training.flash_attention"));

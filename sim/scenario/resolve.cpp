@@ -268,6 +268,26 @@ void precision_rules(const Scenario& s) {
   }
 }
 
+// FP8 weight all-gathers: where they are simulated (after the ZeRO settings are final).
+void fp8_gather_rules(const Scenario& s) {
+  if (s.training.fp8_param_gather) {
+    if (s.training.precision != Precision::Fp8) {
+      throw InputError("training.fp8_param_gather", "needs training.precision fp8");
+    }
+    if (s.zero.stage != 3) {
+      throw InputError("training.fp8_param_gather",
+                       "simulated for ZeRO-3 / FSDP's parameter all-gathers (zero.stage 3); "
+                       "Megatron's --fp8-param-gather with the distributed optimizer is not "
+                       "simulated yet");
+    }
+    if (s.zero.quantized_weights || s.zero.per_parameter_stage3) {
+      throw InputError("training.fp8_param_gather",
+                       "not with ZeRO++ qwZ (zero.zero_quantized_weights) or the 2021 stage 3 "
+                       "(zero.stage3_implementation per-parameter)");
+    }
+  }
+}
+
 // Bucket sizes and DeepSpeed's defaults and rules for offload and the 2021 stage 3.
 void zero_rules(Scenario& s, const Given& given) {
   ZeroConfig& z = s.zero;
@@ -456,6 +476,7 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
   zero_rules(s, given);
   megatron_rules(s);
   sharding_variant_rules(s);
+  fp8_gather_rules(s);
   whatif_rules(s);
 
   json echo;

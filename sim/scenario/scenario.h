@@ -85,6 +85,9 @@ struct TrainingConfig {
   // step waits for the rank that holds it: its expert GEMMs and its share of the all-to-alls
   // scale by this. With Megatron's moe_expert_capacity_factor c and padding to capacity, c.
   double moe_load_imbalance = 1.0;
+  // fp8 training with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8, 1 byte per element
+  // (torchao's enable_fsdp_float8_all_gather under FSDP2, as torchtitan sets it).
+  bool fp8_param_gather = false;
 };
 
 struct ParallelConfig {

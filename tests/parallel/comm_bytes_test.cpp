@@ -144,6 +144,34 @@ TEST(parallelCommBytesMoe, EveryExpertIsReducedAndGathered) {
   }
 }
 
+// FP8 weight all-gathers under ZeRO-3 (training.fp8_param_gather): the layers' units gather 1
+// byte per element, the embedding (72192) and the final norm (128) still 2. Per micro-batch a
+// forward and a backward gather of G = 2 x 72192 + 99968 + 2 x 128 = 244608 bytes and the
+// 16-bit reduce-scatter of F: m (2G + F)(N - 1)/N, against 3mF(N - 1)/N in 16 bits.
+TEST(parallelCommBytesFp8, Fp8GathersHalveTheLayersWeights) {
+  constexpr double kGather = 2.0 * 72192 + 99968 + 2.0 * 128;
+  const double f = 2.0 * kTinyPhi;
+  for (bool fp8_gather : {false, true}) {
+    json doc = tiny_doc(8, zero_of(Variant::Stage3NoReuse), 3);
+    doc["cluster"]["preset"] = "dgx-h100";
+    doc["training"]["precision"] = "fp8";
+    doc["training"]["fp8_param_gather"] = fp8_gather;
+    const Simulation sim = simulate_step(resolve_scenario(doc));
+    const double expected = 3 * (fp8_gather ? 2 * kGather + f : 3 * f) * 7 / 8;
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected) << fp8_gather;
+  }
+  // Only where it is simulated: fp8 training, ZeRO-3 / FSDP gathers.
+  json doc = tiny_doc(8, {{"stage", 1}}, 3);
+  doc["cluster"]["preset"] = "dgx-h100";
+  doc["training"]["precision"] = "fp8";
+  doc["training"]["fp8_param_gather"] = true;
+  EXPECT_EQ(input_error_key(doc), "training.fp8_param_gather");
+  doc["zero"] = zero_of(Variant::Stage3NoReuse);
+  EXPECT_EQ(input_error_key(doc), "(accepted)");
+  doc["training"]["precision"] = "bf16";
+  EXPECT_EQ(input_error_key(doc), "training.fp8_param_gather");
+}
+
 std::vector<BytesCase> bytes_cases() {
   std::vector<BytesCase> out;
   for (Variant v :
