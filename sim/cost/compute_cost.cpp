@@ -215,9 +215,9 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
       const WorkKind fwd = kind == WorkKind::AttentionBackward ? WorkKind::AttentionForward
                            : kind == WorkKind::MoeBackward     ? WorkKind::MoeForward
                                                                : WorkKind::MlpForward;
-      const WorkKernels forward = work_kernels(fwd, s_, layer);
       double t = layer_block_seconds(k, true);
       if (part == BackwardPart::Weight) return t;  // B recomputed what W needs
+      const WorkKernels forward = work_kernels(fwd, s_, layer);
       if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
       if (rc == Recompute::Selective && forward.attention_flops) {
         t += attention_seconds(*forward.attention_flops, false);

@@ -155,9 +155,7 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     e_.host_wait(e_.collective(Peer::RecvNext, CollectiveKind::SendRecv, p2p_bytes_,
                                Stream::PpRecv, "recv gradients" + suffix, {last_compute_}));
   }
-  const ReduceWhen when = policy_.grads.when;
-  const bool hooks = !input_only && (when == ReduceWhen::EveryBackward ||
-                                     (when == ReduceWhen::LastBackward && last_of_chunk));
+  const bool hooks = !input_only && hooks_run(last_of_chunk);
   const std::vector<Unit>& units = chunks_[chunk];
   const std::size_t n_units = units.size();
   if (stage3) zero3_.begin_backward(mb, chunk);
@@ -238,8 +236,19 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     e_.collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
                   "send gradients" + suffix, {prev});
   }
-  if (hooks) grads_.end_backward(prev, last_of_step);
-  if (when == ReduceWhen::AfterBackward && last_of_step) grads_.reduce_after_flush(chunks_, prev);
+  end_gradient_pass(prev, hooks, last_of_step);
+}
+
+bool StageBuilder::hooks_run(bool last_of_chunk) const {
+  const ReduceWhen when = policy_.grads.when;
+  return when == ReduceWhen::EveryBackward || (when == ReduceWhen::LastBackward && last_of_chunk);
+}
+
+void StageBuilder::end_gradient_pass(std::int32_t last, bool hooks, bool last_of_step) {
+  if (hooks) grads_.end_backward(last, last_of_step);
+  if (policy_.grads.when == ReduceWhen::AfterBackward && last_of_step) {
+    grads_.reduce_after_flush(chunks_, last);
+  }
 }
 
 void StageBuilder::unit_hooks(const Unit& unit, std::int32_t produced_by) {
@@ -256,9 +265,7 @@ void StageBuilder::unit_hooks(const Unit& unit, std::int32_t produced_by) {
 // here with the rest, as the hooks of a backward run after its compute.
 void StageBuilder::weight_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step) {
   const std::string suffix = pass_suffix(mb, chunk);
-  const ReduceWhen when = policy_.grads.when;
-  const bool hooks = when == ReduceWhen::EveryBackward ||
-                     (when == ReduceWhen::LastBackward && last_of_chunk);
+  const bool hooks = hooks_run(last_of_chunk);
   const std::vector<Unit>& units = chunks_[chunk];
   grads_.begin_backward(backwards_done_[chunk]++ > 0);
   const bool half_grads = policy_.memory.half_grads_until_backward_end;
@@ -279,8 +286,7 @@ void StageBuilder::weight_pass(int mb, int chunk, bool last_of_chunk, bool last_
     for (const Unit& unit : units) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
   }
   last_compute_ = prev;
-  if (hooks) grads_.end_backward(prev, last_of_step);
-  if (when == ReduceWhen::AfterBackward && last_of_step) grads_.reduce_after_flush(chunks_, prev);
+  end_gradient_pass(prev, hooks, last_of_step);
 }
 
 }  // namespace zerosim::plan_detail

@@ -40,6 +40,11 @@ class StageBuilder {
   void weight_pass(int mb, int chunk, bool last_of_chunk, bool last_of_step);
   // The gradient hooks of one unit whose gradients op `produced_by` completed.
   void unit_hooks(const Unit& unit, std::int32_t produced_by);
+  // Whether a pass that hands over gradients runs the framework's hooks (every backward, or the
+  // chunk's last), and what ends such a pass: the pending buckets, or the reduction after the
+  // flush.
+  bool hooks_run(bool last_of_chunk) const;
+  void end_gradient_pass(std::int32_t last, bool hooks, bool last_of_step);
   void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes);
   std::int32_t expert_all_to_alls(std::int32_t after, int count, const std::string& what);
   // Context parallelism around an attention block's pass: the key/value exchange before it

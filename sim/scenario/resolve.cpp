@@ -349,8 +349,7 @@ void megatron_rules(const Scenario& s) {
   }
   // ZB-H1 is the zero-bubble authors' Megatron-LM fork (sail-sg/zero-bubble-pipeline-
   // parallelism), with DDP or the distributed optimizer.
-  if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.pp > 1 &&
-      !(p.framework == Framework::Megatron && zs <= 1)) {
+  if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.pp > 1 && !s.zero_bubble_runs()) {
     throw InputError("parallel.pipeline_schedule",
                      "'zero-bubble' (ZB-H1) is simulated as the zero-bubble Megatron-LM fork runs "
                      "it: needs parallel.framework megatron and zero.stage 0 or 1");

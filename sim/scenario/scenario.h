@@ -199,6 +199,12 @@ struct Scenario {
     return static_cast<double>(training.micro_batch_size) * model.seq_length /
            static_cast<double>(parallel.cp);
   }
+  // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
+  // one model chunk per stage.
+  bool zero_bubble_runs() const {
+    return parallel.framework == Framework::Megatron && zero.stage <= 1 &&
+           parallel.virtual_stages == 1;
+  }
   // The forward work of one layer (at this micro-batch, TP, attention, expert parallelism,
   // routing imbalance and CP): an MoE layer's with `moe`, else a dense layer's.
   LayerWork layer_work(bool moe) const {
