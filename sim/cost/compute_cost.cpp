@@ -211,7 +211,9 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
     case WorkKind::AttentionBackward:
     case WorkKind::MlpBackward:
     case WorkKind::MoeBackward: {
-      // Recomputation replays the forward (full) or only the attention core (selective).
+      // Recomputation replays the forward (full), only the attention core (selective), or the
+      // matmuls torchtitan's op-level policy did not save and the elementwise ops
+      // (selective-op).
       const WorkKind fwd = kind == WorkKind::AttentionBackward ? WorkKind::AttentionForward
                            : kind == WorkKind::MoeBackward     ? WorkKind::MoeForward
                                                                : WorkKind::MlpForward;
@@ -221,6 +223,9 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
       if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
       if (rc == Recompute::Selective && forward.attention_flops) {
         t += attention_seconds(*forward.attention_flops, false);
+      }
+      if (rc == Recompute::SelectiveOp) {
+        t += layer_block_seconds(op_checkpoint_recompute(kind, s_, layer), false);
       }
       return t;
     }

@@ -12,6 +12,17 @@ std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
                    : std::vector<Gemm>(split, layer.gemms.end());
 }
 
+// Transformer Engine runs a layer's linears in FP8: each GEMM's 16-bit input is cast to FP8
+// first (read 2 bytes, write 1 per element of its m x k input; ASSUMPTION: the amax reduction and
+// the weights' casts, once per step, are neglected).
+void run_in_fp8(WorkKernels& k) {
+  for (Gemm& g : k.gemms) {
+    g.fp8 = true;
+    *k.elementwise_bytes += 3.0 * static_cast<double>(g.m) * static_cast<double>(g.k) *
+                            static_cast<double>(g.count);
+  }
+}
+
 }  // namespace
 
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer,
@@ -53,22 +64,27 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       break;
     default: break;  // optimizer steps, copies, quantization, host work: priced elsewhere
   }
-  if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) {
-    // Transformer Engine runs a layer's linears in FP8: each GEMM's 16-bit input is cast to
-    // FP8 first (read 2 bytes, write 1 per element of its m x k input; ASSUMPTION: the amax
-    // reduction and the weights' casts, once per step, are neglected).
-    for (Gemm& g : k.gemms) {
-      g.fp8 = true;
-      *k.elementwise_bytes += 3.0 * static_cast<double>(g.m) * static_cast<double>(g.k) *
-                              static_cast<double>(g.count);
-    }
-  }
+  if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) run_in_fp8(k);
   k.part = part;
   if (part == BackwardPart::Weight) {
     k.attention_flops.reset();
     if (k.elementwise_bytes) k.elementwise_bytes = 0.0;
     k.once_bytes = 0;
   }
+  return k;
+}
+
+WorkKernels op_checkpoint_recompute(WorkKind backward_kind, const Scenario& s,
+                                    const LayerWork& layer) {
+  const bool attention = backward_kind == WorkKind::AttentionBackward;
+  WorkKernels k;
+  for (const CheckpointedMatmul& mm :
+       op_checkpoint_matmuls(s.model, static_cast<std::int64_t>(s.micro_batch_tokens()),
+                             s.parallel.tp)) {
+    if (mm.attention == attention && !mm.saved) k.gemms.push_back(mm.gemm);
+  }
+  k.elementwise_bytes = layer.elementwise_bytes / 2;
+  if (s.training.precision == Precision::Fp8) run_in_fp8(k);
   return k;
 }
 

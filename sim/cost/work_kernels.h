@@ -44,6 +44,13 @@ inline bool is_moe_kind(WorkKind kind) {
 WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& layer,
                          BackwardPart part = BackwardPart::Whole);
 
+// What the backward of layer block `backward_kind` (AttentionBackward or MlpBackward) replays
+// under torchtitan's op-level checkpointing (Recompute::SelectiveOp, op_checkpoint_matmuls in
+// sim/model/model.h): the block's matmuls that were not saved and all its elementwise kernels,
+// one forward pass; the attention kernel's output was saved, so the core is not rerun.
+WorkKernels op_checkpoint_recompute(WorkKind backward_kind, const Scenario& s,
+                                    const LayerWork& layer);
+
 // The GEMMs as launched: the forward shapes, or in backward each one's dgrad
 // (m x k = [m x n] * [n x k]) then wgrad (k x n = [k x m] * [m x n]); a B pass launches only
 // the dgrads, a W pass only the wgrads.

@@ -123,6 +123,10 @@ std::string compute_advice(const Scenario& s, const StepReport& r) {
   if (s.parallel.recompute == Recompute::Selective) {
     return "try no recomputation if memory allows";
   }
+  if (s.parallel.recompute == Recompute::SelectiveOp) {
+    return "try no recomputation if memory allows (op-level checkpointing re-runs every second "
+           "matmul and the elementwise ops in the backward)";
+  }
   return "the layout leaves little to gain (MFU " + fmt("%.0f %%", 100 * r.mfu) + ")";
 }
 

@@ -22,6 +22,7 @@ std::string to_string(Recompute r) {
   switch (r) {
     case Recompute::None: return "none";
     case Recompute::Selective: return "selective";
+    case Recompute::SelectiveOp: return "selective-op";
     case Recompute::Full: return "full";
   }
   return "?";
@@ -390,6 +391,28 @@ double model_flops_per_token(const ModelSpec& m) {
   return 3.0 * forward / tokens;
 }
 
+std::vector<CheckpointedMatmul> op_checkpoint_matmuls(const ModelSpec& m, std::int64_t tokens,
+                                                      std::int64_t tp) {
+  const std::int64_t h = m.hidden_size, f = m.ffn_hidden_size;
+  const std::int64_t q = m.q_width(), kv = kv_width(m);
+  std::vector<CheckpointedMatmul> out;
+  auto column = [&](const char* name, std::int64_t in, std::int64_t width, bool attention) {
+    out.push_back({{name, tokens, width / tp, in, 1}, attention, false});
+  };
+  auto row = [&](const char* name, std::int64_t in, std::int64_t width, bool attention) {
+    out.push_back({{name, tokens, width, in / tp, 1}, attention, false});
+  };
+  column("wq", h, q, true);
+  column("wk", h, kv, true);
+  column("wv", h, kv, true);
+  row("wo", m.v_width(), h, true);
+  column("w1", h, f, false);
+  if (gated(m)) column("w3", h, f, false);
+  row("w2", f, h, false);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].saved = i % 2 == 0;
+  return out;
+}
+
 // Activation memory of one layer, bytes per GPU, after Korthikanti et al. 2022 (arXiv:2205.05198)
 // Sec. 4: 16-bit activations (2 bytes per element), 1-byte dropout masks, norm statistics ignored.
 // With sbh = s*b*h, sbf = s*b*ffn, sbk = s*b*kv_heads*head_dim (the K and V width),
@@ -429,6 +452,23 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, 
   const double b = static_cast<double>(micro_batch);
   const double t = static_cast<double>(tp);
   const double sbh = s * b * static_cast<double>(m.hidden_size);
+  if (recompute == Recompute::SelectiveOp) {
+    // The checkpoint keeps the block's input (split by tp under sequence parallelism) and what
+    // the policy saves: the saved matmuls' outputs (rows x columns on this rank, 2 bytes), the
+    // attention kernel's output (2 bytes per query element) and fp32 log-sum-exp (4 bytes per
+    // head and token), and under TP the two reduce-scatters' outputs (2 bytes per element of
+    // the rank's 1 / tp of the sequence).
+    const std::int64_t tokens = micro_batch * m.seq_length / cp;
+    double saved = 2.0 * sbh / c / (sequence_parallel ? t : 1.0);
+    for (const CheckpointedMatmul& mm : op_checkpoint_matmuls(m, tokens, tp)) {
+      if (mm.saved) saved += 2.0 * static_cast<double>(mm.gemm.m) * static_cast<double>(mm.gemm.n);
+    }
+    const double tok = static_cast<double>(tokens);
+    saved += (2.0 * tok * static_cast<double>(m.q_width()) +
+              4.0 * tok * static_cast<double>(m.num_attention_heads)) / t;
+    if (tp > 1) saved += 2.0 * 2.0 * sbh / c / t;
+    return saved;
+  }
   const double sbf = s * b * static_cast<double>(m.ffn_hidden_size);
   const double sbk = s * b * static_cast<double>(kv_width(m));
   const double sbq = s * b * static_cast<double>(m.q_width());

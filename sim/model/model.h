@@ -16,7 +16,9 @@ namespace zerosim {
 enum class MlpKind { Gelu, Swiglu, Relu, Geglu };
 enum class NormKind { LayerNorm, RmsNorm };
 enum class PositionKind { Learned, Rotary, Alibi };
-enum class Recompute { None, Selective, Full };
+// Selective: Megatron's (the attention core recomputed). SelectiveOp: torchtitan's op-level
+// selective checkpointing (op_checkpoint_matmuls below). Full: every layer's forward replayed.
+enum class Recompute { None, Selective, SelectiveOp, Full };
 
 std::string to_string(MlpKind k);       // "gelu", "swiglu", "relu", "geglu"
 std::string to_string(Recompute r);
@@ -210,6 +212,27 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
                              std::int64_t ep = 1, double load_imbalance = 1.0,
                              std::int64_t cp = 1);
 
+// torchtitan's op-level selective activation checkpointing (activation_checkpoint.mode
+// "selective" with selective_ac_option "op"; torchtitan/parallelisms/parallelize_llama.py at
+// commit 9dec370, _apply_ac_to_transformer_block): each transformer block runs under
+// torch.utils.checkpoint with a policy that saves the outputs of every matmul (aten.mm) except
+// every second one of the block, of the attention kernel (SDPA) and of TP's reduce-scatters, and
+// recomputes every other op in the backward. torchtitan's Llama issues its matmuls as wq, wk,
+// wv, wo (model.py, Attention.forward), then w1, w3, w2 (FeedForward.forward:
+// w2(silu(w1(x)) * w3(x))): wq, wv, w1 and w2 are saved, wk, wo and w3 recomputed; a
+// non-gated MLP (w1, w2) saves w1. torchao's Float8 linears count alike: the policy, a dispatch
+// mode, sees aten.mm on torchao's Float8Tensor (float8_ops.py implements aten.mm with
+// torch._scaled_mm) and saves its 16-bit output. The matmuls of one layer, in that order,
+// with their TP-split shapes for `tokens` rows (column-parallel: output columns split by tp;
+// row-parallel wo and w2: input rows split, each rank writing a full-width partial sum).
+struct CheckpointedMatmul {
+  Gemm gemm;
+  bool attention = false;  // in the attention block (else the MLP's)
+  bool saved = false;      // its output kept for backward (else recomputed)
+};
+std::vector<CheckpointedMatmul> op_checkpoint_matmuls(const ModelSpec& m, std::int64_t tokens,
+                                                      std::int64_t tp);
+
 // Forward FLOPs of the embedding lookup (0) and the output (logit) layer for one micro-batch:
 // 2 * b * s * h * vocab, the whole layer (not divided by TP).
 double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
@@ -232,6 +255,8 @@ double model_flops_per_token(const ModelSpec& m);
 // attention drops the 5as^2b term.
 // With context parallelism of degree `cp` every term divides by cp (each rank keeps its s / cp
 // tokens' activations, and without flash attention its s / cp rows of the scores).
+// Recompute::SelectiveOp counts what op_checkpoint_matmuls' policy saves (MoE and MLA layers
+// are refused for it by the scenario).
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer = false, std::int64_t cp = 1);

@@ -174,9 +174,10 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
         deps.push_back(zero3_.gathers_before_hook());
       }
     }
-    if (full && (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
-      e_.alloc(MemCategory::Activations, layer_activations(unit.layer, true),
-               "recomputed activations");
+    const Bytes recomputed = is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
+    if (recomputed > 0 &&
+        (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
+      e_.alloc(MemCategory::Activations, recomputed, "recomputed activations");
     }
     if (zs >= 2 && !input_only) {
       e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
@@ -215,10 +216,7 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     }
     if (unit.backward == WorkKind::AttentionBackward) {
       e_.free_op(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
-      if (full) {
-        e_.free_op(MemCategory::Activations, layer_activations(unit.layer, true),
-                   "recomputed activations");
-      }
+      if (recomputed > 0) e_.free_op(MemCategory::Activations, recomputed, "recomputed activations");
     }
     if (stage3 && zero3_.release_after_backward(chunk, i, use)) {
       e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);

@@ -83,6 +83,18 @@ class StageBuilder {
     return static_cast<Bytes>(full ? (moe ? activation_moe_layer_full_ : activation_layer_full_)
                                    : (moe ? activation_moe_layer_ : activation_layer_));
   }
+  // What a layer's backward recomputes and holds until its backward ends: the whole forward's
+  // activations (full recomputation), or those torchtitan's op-level policy did not save.
+  Bytes recomputed_activations(int layer) const {
+    switch (s_.parallel.recompute) {
+      case Recompute::Full: return layer_activations(layer, true);
+      case Recompute::SelectiveOp:
+        return layer_activations(layer, true) - layer_activations(layer, false);
+      case Recompute::None:
+      case Recompute::Selective: break;
+    }
+    return 0;
+  }
   Bytes logits_saved_ = 0, logits_forward_extra_ = 0, logits_backward_extra_ = 0;
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   Bytes ep_all_to_all_bytes_ = 0;  // one token dispatch (or combine) of an MoE layer, per rank

@@ -35,10 +35,12 @@ namespace {
 
 // The host's ops for one pass over a block of kind k. Full recomputation replays the forward
 // inside the backward, after the checkpoint's own ops (Megatron checkpoints a whole layer; its
-// backward starts with the MLP block's). Selective recomputation replays only the attention
-// core, whose ops are not counted apart: it adds none here.
+// backward starts with the MLP block's); so does torchtitan's op-level checkpointing, whose
+// replay dispatches every forward op and returns the saved ones' outputs. Selective
+// recomputation replays only the attention core, whose ops are not counted apart: it adds none.
 std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h, WorkKind k) {
-  const bool full = s.parallel.recompute == Recompute::Full;
+  const bool full = s.parallel.recompute == Recompute::Full ||
+                    s.parallel.recompute == Recompute::SelectiveOp;
   switch (k) {
     case WorkKind::AttentionForward: return h.attention_forward_ops;
     // ASSUMPTION: an MoE block dispatches the dense MLP's ops; its router, top-k and token

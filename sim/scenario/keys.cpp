@@ -374,7 +374,7 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                   .in_cases("parallel.sequence_parallel"));
   t.push_back(enum_key("parallel.recompute", "none", kRecomputeNames, "activation recomputation",
                        FIELD(parallel.recompute))
-                  .flag("recompute", "none, selective or full (sets parallel.recompute)")
+                  .flag("recompute", "none, selective, selective-op or full (sets parallel.recompute)")
                   .in_cases("parallel.recompute"));
   t.push_back(enum_key("parallel.framework", "deepspeed", kFrameworkNames,
                        "whose schedule to mirror", FIELD(parallel.framework))

@@ -288,6 +288,29 @@ void fp8_gather_rules(const Scenario& s) {
   }
 }
 
+// torchtitan's op-level checkpointing: where it is simulated. Its save policy counts the
+// matmuls of torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP
+// plan makes the norms sequence-parallel.
+void recompute_rules(const Scenario& s) {
+  if (s.parallel.recompute != Recompute::SelectiveOp) return;
+  const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";
+  if (s.parallel.framework != Framework::Fsdp) {
+    throw InputError("parallel.recompute", what + " runs in torchtitan, whose data parallelism "
+                                                  "is FSDP: set parallel.framework fsdp, or "
+                                                  "use none, selective or full");
+  }
+  if (s.model.is_moe() || s.model.is_mla()) {
+    throw InputError("parallel.recompute", what + " is simulated for dense models with "
+                                                  "standard attention; MoE and MLA layers are "
+                                                  "not simulated yet; use full");
+  }
+  if (s.parallel.tp > 1 && !s.parallel.sequence_parallel) {
+    throw InputError("parallel.sequence_parallel",
+                     "torchtitan's tensor parallelism is sequence-parallel; with recompute "
+                     "selective-op and tp > 1 set it true");
+  }
+}
+
 // Bucket sizes and DeepSpeed's defaults and rules for offload and the 2021 stage 3.
 void zero_rules(Scenario& s, const Given& given) {
   ZeroConfig& z = s.zero;
@@ -476,6 +499,7 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
   megatron_rules(s);
   sharding_variant_rules(s);
   fp8_gather_rules(s);
+  recompute_rules(s);
   whatif_rules(s);
 
   json echo;

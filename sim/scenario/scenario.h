@@ -67,7 +67,10 @@ inline constexpr EnumName<Precision> kTrainingPrecisionNames[] = {
 // The 16-bit dtype of a step's weights, activations and gradients (bf16 under fp8 training).
 inline Precision sixteen_bit(Precision p) { return p == Precision::Fp8 ? Precision::Bf16 : p; }
 inline constexpr EnumName<Recompute> kRecomputeNames[] = {
-    {Recompute::None, "none"}, {Recompute::Selective, "selective"}, {Recompute::Full, "full"}};
+    {Recompute::None, "none"},
+    {Recompute::Selective, "selective"},
+    {Recompute::SelectiveOp, "selective-op"},
+    {Recompute::Full, "full"}};
 
 std::string to_string(Framework f);
 

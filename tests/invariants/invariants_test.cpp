@@ -54,7 +54,7 @@ json random_scenario(std::mt19937& rng) {
   json parallel = {{"tp", tp},
                    {"pp", pp},
                    {"sequence_parallel", tp > 1 && uni(0, 1) == 1},
-                   {"recompute", pick({"none", "selective", "full"})},
+                   {"recompute", pick({"none", "selective", "selective-op", "full"})},
                    {"framework", pick({"deepspeed", "megatron", "fsdp", "nanotron"})}};
   int gas = uni(1, 4);
   if (pp > 1) {

@@ -163,5 +163,52 @@ TEST(modelActivations, SwigluAndGqaRecount) {
                    10 * s * h + (expected - 10 * s * h) / 4);
 }
 
+// torchtitan's op-level selective checkpointing, counted by hand from its policy
+// (parallelize_llama.py at 9dec370): the block input, wq's output (q = h), wv's (kvw), the
+// attention kernel's output (q) and fp32 log-sum-exp (4 bytes per head), w1's (f) and w2's (h);
+// wk, wo and w3 are recomputed.
+TEST(modelActivations, OpLevelCheckpointSavesEveryOtherMatmul) {
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, k = 8 * 128;
+  const double a = m.num_attention_heads, b = 2;
+  const double per_token = 2 * h + 2 * h + 2 * k + 2 * h + 4 * a + 2 * f + 2 * h;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 2, 1, false, Recompute::SelectiveOp, true),
+                   b * s * per_token);
+  // TP 4 with sequence parallelism: the input, the column-parallel outputs and the attention's
+  // split by 4; w2 writes a full-width partial sum over the gathered sequence; the two
+  // reduce-scatters' outputs (2h each) are saved, split by 4.
+  const double tp4 = (2 * h + 2 * h + 2 * k + 2 * h + 4 * a + 2 * f) / 4 + 2 * h + 2 * (2 * h) / 4;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 2, 4, true, Recompute::SelectiveOp, true),
+                   b * s * tp4);
+  // Context parallelism divides every term.
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 2, 1, false, Recompute::SelectiveOp, true, false, 4),
+                   b * s * per_token / 4);
+  // Between Megatron's selective recomputation and full recomputation.
+  EXPECT_LT(activation_bytes_per_layer(m, 2, 1, false, Recompute::SelectiveOp, true),
+            activation_bytes_per_layer(m, 2, 1, false, Recompute::Selective, true));
+  EXPECT_GT(activation_bytes_per_layer(m, 2, 1, false, Recompute::SelectiveOp, true),
+            activation_bytes_per_layer(m, 2, 1, false, Recompute::Full, true));
+}
+
+TEST(modelActivations, OpLevelCheckpointRecomputesWkWoAndW3) {
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const std::int64_t tokens = 2 * m.seq_length;
+  const double h = m.hidden_size, f = m.ffn_hidden_size, k = 8 * 128, t = tokens;
+  double attention = 0, mlp = 0;
+  for (const CheckpointedMatmul& mm : op_checkpoint_matmuls(m, tokens, 1)) {
+    if (!mm.saved) (mm.attention ? attention : mlp) += mm.gemm.flops();
+  }
+  EXPECT_DOUBLE_EQ(attention, 2 * t * h * k + 2 * t * h * h);  // wk, wo
+  EXPECT_DOUBLE_EQ(mlp, 2 * t * h * f);                         // w3
+  // A non-gated MLP has two matmuls: w1 (the fifth of the block) saved, w2 recomputed.
+  ModelSpec gelu = m;
+  gelu.mlp = MlpKind::Gelu;
+  mlp = 0;
+  for (const CheckpointedMatmul& mm : op_checkpoint_matmuls(gelu, tokens, 1)) {
+    if (!mm.saved && !mm.attention) mlp += mm.gemm.flops();
+  }
+  EXPECT_DOUBLE_EQ(mlp, 2 * t * f * h);
+}
+
 }  // namespace
 }  // namespace zerosim

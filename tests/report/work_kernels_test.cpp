@@ -231,5 +231,67 @@ TEST(workKernels, ZeroBubbleSplitMovesKernelsWithoutAddingAny) {
   }
 }
 
+// torchtitan's op-level checkpointing replays, in each block's backward, the matmuls its policy
+// did not save (wk and wo in attention, w3 in a gated MLP) and the block's elementwise kernels,
+// never the attention core (its output was saved); the step lands between no recomputation
+// and full recomputation, in time and in activation memory.
+TEST(workKernels, OpLevelCheckpointReplaysTheUnsavedMatmuls) {
+  auto with = [](const char* recompute) {
+    return resolve_scenario({{"model", "llama3-8b"},
+                             {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+                             {"training", {{"micro_batch_size", 1}, {"seq_length", 4096}}},
+                             {"parallel", {{"recompute", recompute}, {"framework", "fsdp"}}},
+                             {"zero", {{"stage", 3}}},
+                             {"sim", {{"allow_oom", true}}}});
+  };
+  const Scenario s = with("selective-op");
+  const LayerWork layer = s.layer_work(false);
+  const double t = 4096, h = 4096, f = 14336, kv = 1024;
+  const WorkKernels attn = op_checkpoint_recompute(WorkKind::AttentionBackward, s, layer);
+  const WorkKernels mlp = op_checkpoint_recompute(WorkKind::MlpBackward, s, layer);
+  double attn_flops = 0, mlp_flops = 0;
+  for (const Gemm& g : attn.gemms) attn_flops += g.flops();
+  for (const Gemm& g : mlp.gemms) mlp_flops += g.flops();
+  EXPECT_DOUBLE_EQ(attn_flops, 2 * t * h * kv + 2 * t * h * h);
+  EXPECT_DOUBLE_EQ(mlp_flops, 2 * t * h * f);
+  EXPECT_FALSE(attn.attention_flops);
+  EXPECT_EQ(attn.passes, 1);
+  EXPECT_EQ(*attn.elementwise_bytes, *work_kernels(WorkKind::AttentionForward, s, layer).elementwise_bytes);
+  EXPECT_EQ(*mlp.elementwise_bytes, *work_kernels(WorkKind::MlpForward, s, layer).elementwise_bytes);
+
+  const StepReport none = simulate_step(with("none")).report;
+  const StepReport op = simulate_step(s).report;
+  const StepReport full = simulate_step(with("full")).report;
+  EXPECT_LT(none.step_time_s, op.step_time_s);
+  EXPECT_LT(op.step_time_s, full.step_time_s);
+  EXPECT_GT(none.memory.category_max[static_cast<int>(MemCategory::Activations)],
+            op.memory.category_max[static_cast<int>(MemCategory::Activations)]);
+  EXPECT_GT(op.memory.category_max[static_cast<int>(MemCategory::Activations)],
+            full.memory.category_max[static_cast<int>(MemCategory::Activations)]);
+}
+
+// Where the op-level policy is simulated: torchtitan (framework fsdp), dense models with
+// standard attention, sequence-parallel TP.
+TEST(workKernels, OpLevelCheckpointIsRefusedWhereItIsNotSimulated) {
+  auto key = [](const char* model, const char* framework, int tp, bool sp) {
+    try {
+      resolve_scenario({{"model", model},
+                        {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+                        {"parallel", {{"recompute", "selective-op"}, {"framework", framework},
+                                      {"tp", tp}, {"sequence_parallel", sp}}},
+                        {"zero", {{"stage", 3}}},
+                        {"sim", {{"allow_oom", true}}}});
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(key("llama3-8b", "fsdp", 2, true), "(accepted)");
+  EXPECT_EQ(key("llama3-8b", "megatron", 1, false), "parallel.recompute");
+  EXPECT_EQ(key("llama3-8b", "deepspeed", 1, false), "parallel.recompute");
+  EXPECT_EQ(key("mixtral-8x7b", "fsdp", 1, false), "parallel.recompute");
+  EXPECT_EQ(key("llama3-8b", "fsdp", 2, false), "parallel.sequence_parallel");
+}
+
 }  // namespace
 }  // namespace zerosim
