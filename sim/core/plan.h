@@ -6,7 +6,9 @@
 // groups) so that plans of millions of ops stay compact and the engine's hot loop touches no
 // heap-allocated per-op objects.
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/units.h"
@@ -77,6 +79,10 @@ struct Plan {
   std::vector<std::int32_t> group_ranks;
   std::vector<std::string> group_names;
   std::vector<std::string> names;  // op names, interned
+  // Allocations of several tensors (a layer's activations), by the Alloc op's name and bytes:
+  // the tensors' sizes, which the caching allocator places one by one (sim/memory); an Alloc
+  // not listed is one tensor.
+  std::map<std::pair<std::int32_t, Bytes>, std::vector<Bytes>> alloc_tensors;
 
   // Symmetry folding: a plan may hold only one data-parallel replica when the others would run
   // exactly the same (homogeneous cluster, no contention). Then real_rank maps a plan rank to

@@ -1,5 +1,7 @@
 #include "sim/memory/memory_timeline.h"
 
+#include "sim/memory/caching_allocator.h"
+
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -94,10 +96,6 @@ class AllocationLedger {
 
 namespace {
 
-// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp) rounds every request up to a
-// multiple of kMinBlockSize = 512 bytes (round_size).
-Bytes allocator_block(Bytes request) { return (request + 511) / 512 * 512; }
-
 // The allocation each op name refers to ("alloc X" and "free X": X), numbered 0 .. count - 1;
 // -1 for names of other ops.
 struct AllocationKeys {
@@ -117,10 +115,66 @@ AllocationKeys allocation_keys(const Plan& plan, const std::vector<bool>& is_mem
   return keys;
 }
 
+// What one Alloc op holds: the allocator's blocks (one per tensor: ids[first, first + count) of
+// the rank's id list), the bytes the plan asked for and the stream they were allocated on.
+struct HeldBlock {
+  std::size_t first = 0, count = 0;
+  Bytes bytes = 0;
+  int stream = 0;
+};
+
+struct RankAllocator {
+  CachingAllocator allocator;
+  std::vector<int> ids;
+
+  HeldBlock allocate(const Plan& plan, const Op& op) {
+    HeldBlock h{ids.size(), 0, op.bytes, static_cast<int>(op.stream)};
+    const auto tensors = plan.alloc_tensors.find({op.name, op.bytes});
+    if (tensors == plan.alloc_tensors.end()) {
+      ids.push_back(allocator.malloc(op.bytes, h.stream));
+    } else {
+      for (Bytes b : tensors->second) {
+        if (b > 0) ids.push_back(allocator.malloc(b, h.stream));
+      }
+    }
+    h.count = ids.size() - h.first;
+    return h;
+  }
+  void free(const HeldBlock& h) {
+    for (std::size_t i = h.first; i < h.first + h.count; ++i) allocator.free(ids[i]);
+  }
+  // A free of `bytes` under an allocation's name: the plan names allocations, not blocks, so
+  // the oldest block of exactly that size is freed (one layer's activations of the earliest
+  // micro-batch in flight, as a pipeline frees them), else the oldest blocks until `bytes` are
+  // covered; a block covered only in part is freed and its remainder allocated anew.
+  void release(std::vector<HeldBlock>& blocks, Bytes bytes) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].bytes != bytes) continue;
+      free(blocks[i]);
+      blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+    while (bytes > 0 && !blocks.empty()) {
+      HeldBlock& b = blocks.front();
+      free(b);
+      if (b.bytes > bytes) {
+        b.bytes -= bytes;
+        b.first = ids.size();
+        b.count = 1;
+        ids.push_back(allocator.malloc(b.bytes, b.stream));
+        return;
+      }
+      bytes -= b.bytes;
+      blocks.erase(blocks.begin());
+    }
+  }
+};
+
 }  // namespace
 
 std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& result,
-                                       const std::vector<int>& ranks, bool keep_timeline) {
+                                       const std::vector<int>& ranks, bool keep_timeline,
+                                       const std::vector<Bytes>& capacity) {
   std::vector<int> slot(static_cast<std::size_t>(plan.num_ranks), -1);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= plan.num_ranks) {
@@ -133,24 +187,22 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
   std::vector<std::array<Bytes, kNumMemCategories>> current(ranks.size());
   std::vector<Bytes> total(ranks.size(), 0);
   for (auto& c : current) c.fill(0);
-  // The caching allocator's pools. A block is cached for the stream it was allocated on, and only
-  // allocations on that stream reuse it (a Block carries its stream; get_free_block searches the
-  // requesting stream's blocks only); cached segments go back to CUDA only on empty_cache() or a
-  // failed cudaMalloc. So from one step to the next each stream's pool holds at least the peak of
-  // the blocks allocated on it, and the process reserves at least the sum of those peaks. A free
-  // returns its block to the pool of the stream that allocated it, which may not be the freeing
-  // op's stream (a stage-3 gather's buffer is allocated on the gather stream, freed after compute).
+  // Each rank's allocations played through PyTorch's caching allocator (caching_allocator.h),
+  // which gives the reserved bytes. A block is cached for the stream it was allocated on; a free
+  // returns it to that stream's pool, which may not be the freeing op's stream (a stage-3
+  // gather's buffer is allocated on the gather stream, freed after compute).
   std::vector<bool> is_memory_name(plan.names.size(), false);
   for (const Op& op : plan.ops) {
     if (op.kind == OpKind::Alloc || op.kind == OpKind::Free) is_memory_name[op.name] = true;
   }
   const AllocationKeys keys = allocation_keys(plan, is_memory_name);
-  // The stream each (slot, allocation) was last allocated on; kNumStreams: not yet allocated.
-  std::vector<std::uint8_t> allocated_on(ranks.size() * static_cast<std::size_t>(keys.count),
-                                         static_cast<std::uint8_t>(kNumStreams));
-  std::vector<std::array<Bytes, kNumStreams>> pool(ranks.size()), pool_peak(ranks.size());
-  for (auto& p : pool) p.fill(0);
-  for (auto& p : pool_peak) p.fill(0);
+  std::vector<RankAllocator> allocators;
+  allocators.reserve(ranks.size());
+  for (std::size_t k = 0; k < ranks.size(); ++k) {
+    allocators.push_back({CachingAllocator(k < capacity.size() ? capacity[k] : 0), {}});
+  }
+  // The blocks each (slot, allocation) holds, oldest first, with the bytes each was asked for.
+  std::vector<std::vector<HeldBlock>> held(ranks.size() * static_cast<std::size_t>(keys.count));
 #if ZEROSIM_MEMORY_CHECKS
   AllocationLedger ledger;
 #endif
@@ -172,15 +224,13 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
 #if ZEROSIM_MEMORY_CHECKS
     ledger.play(plan, op, result.end[id]);
 #endif
-    std::uint8_t& on = allocated_on[k * static_cast<std::size_t>(keys.count) +
-                                    static_cast<std::size_t>(keys.of_name[op.name])];
-    if (op.kind == OpKind::Alloc) on = static_cast<std::uint8_t>(op.stream);
-    const int stream = on < kNumStreams ? on : static_cast<int>(op.stream);
-    const Bytes block = allocator_block(op.bytes);
-    Bytes& in_pool = pool[k][stream];
-    in_pool += op.kind == OpKind::Alloc ? block : -block;
-    Bytes& pool_max = pool_peak[k][stream];
-    if (in_pool > pool_max) pool_max = in_pool;
+    std::vector<HeldBlock>& blocks =
+        held[k * static_cast<std::size_t>(keys.count) + static_cast<std::size_t>(keys.of_name[op.name])];
+    if (op.kind == OpKind::Alloc) {
+      if (op.bytes > 0) blocks.push_back(allocators[k].allocate(plan, op));
+    } else {
+      allocators[k].release(blocks, op.bytes);
+    }
     if (current[k][c] > u.category_max[c]) u.category_max[c] = current[k][c];
     if (total[k] > u.peak) {
       u.peak = total[k];
@@ -190,9 +240,9 @@ std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& res
     if (keep_timeline) u.timeline.emplace_back(result.end[id], total[k]);
   }
   for (std::size_t k = 0; k < ranks.size(); ++k) {
-    usage[k].end = total[k];
-    for (Bytes b : pool_peak[k]) usage[k].reserved_peak += b;
+    usage[k].reserved_peak = allocators[k].allocator.reserved_peak();
   }
+  for (std::size_t k = 0; k < ranks.size(); ++k) usage[k].end = total[k];
 #if ZEROSIM_MEMORY_CHECKS
   ledger.check_step_end();
 #endif

@@ -13,9 +13,9 @@ struct MemoryUsage {
   std::array<Bytes, kNumMemCategories> at_peak{};       // the categories at the moment of peak
   Bytes peak = 0;  // allocated bytes (torch.cuda.max_memory_allocated)
   SimTime peak_time = 0;
-  // The caching allocator's reserved bytes this rank holds at least (torch.cuda's
-  // max_memory_reserved; the pools in replay_memory, memory_timeline.cpp): each stream's pool
-  // keeps its own peak. No fragmentation inside a pool is counted.
+  // The caching allocator's reserved bytes at their peak (torch.cuda's max_memory_reserved):
+  // the rank's allocations played through PyTorch's allocator rules (caching_allocator.h),
+  // blocks cached per stream, segments split and merged, fragmentation included.
   Bytes reserved_peak = 0;
   // What the rank holds outside the caching allocator: the CUDA context and NCCL's buffers
   // (filled in by sim/run, which knows the communicators).
@@ -27,9 +27,12 @@ struct MemoryUsage {
 };
 
 // Plays the Alloc/Free ops of each of `ranks` in completion order, in one pass over the
-// events. Throws std::logic_error if memory of a category would go negative (a plan-builder bug).
+// events. `capacity[i]`: the device memory rank ranks[i]'s allocator may reserve before it
+// releases its cache (the GPU less the CUDA context and NCCL); absent or 0 = unlimited.
+// Throws std::logic_error if memory of a category would go negative (a plan-builder bug).
 std::vector<MemoryUsage> replay_memory(const Plan& plan, const EngineResult& result,
-                                       const std::vector<int>& ranks, bool keep_timeline);
+                                       const std::vector<int>& ranks, bool keep_timeline,
+                                       const std::vector<Bytes>& capacity = {});
 
 inline MemoryUsage replay_memory(const Plan& plan, const EngineResult& result, int rank,
                                  bool keep_timeline) {

@@ -443,15 +443,23 @@ std::vector<CheckpointedMatmul> op_checkpoint_matmuls(const ModelSpec& m, std::i
 // is divided by t. Selective recompute (eq. 6 with SP) and flash attention drop the 5as^2b core
 // attention term (flash keeps only a per-row log-sum-exp, b*a*s fp32 values, neglected here as
 // in the paper). Full recompute keeps only the layer input, 2sbh (divided by t with SP).
-double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
-                                  bool sequence_parallel, Recompute recompute, bool flash_attention,
-                                  bool moe_layer, std::int64_t cp) {
+std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
+                                                 std::int64_t tp, bool sequence_parallel,
+                                                 Recompute recompute, bool flash_attention,
+                                                 bool moe_layer, std::int64_t cp) {
   check_parallel(m, micro_batch, tp);
   const double c = static_cast<double>(cp);  // context parallelism: s / cp tokens per rank
   const double s = static_cast<double>(m.seq_length);
   const double b = static_cast<double>(micro_batch);
   const double t = static_cast<double>(tp);
   const double sbh = s * b * static_cast<double>(m.hidden_size);
+  std::vector<double> out;
+  // Full-size on every TP rank unless sequence parallel; split by TP after a column-parallel
+  // split; not split by TP at all (an MoE block's routed tokens).
+  auto replicated = [&](double bytes) { out.push_back(bytes / (sequence_parallel ? t : 1.0) / c); };
+  auto split = [&](double bytes) { out.push_back(bytes / t / c); };
+  auto whole = [&](double bytes) { out.push_back(bytes / c); };
+
   if (recompute == Recompute::SelectiveOp) {
     // The checkpoint keeps the block's input (split by tp under sequence parallelism) and what
     // the policy saves: the saved matmuls' outputs (rows x columns on this rank, 2 bytes), the
@@ -459,57 +467,94 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, 
     // head and token), and under TP the two reduce-scatters' outputs (2 bytes per element of
     // the rank's 1 / tp of the sequence).
     const std::int64_t tokens = micro_batch * m.seq_length / cp;
-    double saved = 2.0 * sbh / c / (sequence_parallel ? t : 1.0);
+    replicated(2.0 * sbh);
     for (const CheckpointedMatmul& mm : op_checkpoint_matmuls(m, tokens, tp)) {
-      if (mm.saved) saved += 2.0 * static_cast<double>(mm.gemm.m) * static_cast<double>(mm.gemm.n);
+      if (mm.saved) out.push_back(2.0 * static_cast<double>(mm.gemm.m) * static_cast<double>(mm.gemm.n));
     }
     const double tok = static_cast<double>(tokens);
-    saved += (2.0 * tok * static_cast<double>(m.q_width()) +
-              4.0 * tok * static_cast<double>(m.num_attention_heads)) / t;
-    if (tp > 1) saved += 2.0 * 2.0 * sbh / c / t;
-    return saved;
+    out.push_back(2.0 * tok * static_cast<double>(m.q_width()) / t);
+    out.push_back(4.0 * tok * static_cast<double>(m.num_attention_heads) / t);
+    if (tp > 1) {
+      split(2.0 * sbh);
+      split(2.0 * sbh);
+    }
+    return out;
   }
-  const double sbf = s * b * static_cast<double>(m.ffn_hidden_size);
-  const double sbk = s * b * static_cast<double>(kv_width(m));
-  const double sbq = s * b * static_cast<double>(m.q_width());
-  const double a = static_cast<double>(m.num_attention_heads);
+  if (recompute == Recompute::Full) {
+    replicated(2.0 * sbh);
+    return out;
+  }
 
-  if (recompute == Recompute::Full) return (sequence_parallel ? 2.0 * sbh / t : 2.0 * sbh) / c;
-
-  // Full-size on every TP rank unless sequence parallel: norm inputs 2 per norm (4 for two),
-  // QKV input 2, first-linear input 2, two dropout masks 1 + 1.
-  double replicated = (2.0 * static_cast<double>(m.layer_norms) + 6.0) * sbh;
-  // The MLP's intermediates per element of its width: GeLU 4, ReLU 2, gated 6 (above).
-  const double per_width = m.mlp == MlpKind::Relu ? 2.0 : gated(m) ? 6.0 : 4.0;
-  double mlp_intermediate = per_width * sbf;
-  // An MoE layer, by the same rules: each token's top_k expert intermediates and the shared
-  // experts'; not split by TP (Megatron's experts see every token of the TP group): the
-  // permuted tokens (the experts' GEMM input, top_k copies of each token, 2 bytes) and the
-  // experts' outputs before the weighted combine (as many), and the router's fp32 probabilities
-  // (4 bytes per token and expert) that the combine's and the softmax's backward read.
-  double routed = 0;
-  if (moe_layer && m.is_moe()) {
+  // The norm inputs (2 each), the QKV and first-linear inputs (2 each), two dropout masks (1).
+  for (int n = 0; n < m.layer_norms; ++n) replicated(2.0 * sbh);
+  replicated(2.0 * sbh);
+  replicated(2.0 * sbh);
+  replicated(sbh);
+  replicated(sbh);
+  // The MLP's intermediates, 2 bytes per element of its width each: GeLU 2 of them, ReLU 1,
+  // gated 3 (above). An MoE layer, by the same rules: each token's top_k expert intermediates
+  // and the shared experts'; not split by TP (Megatron's experts see every token of the TP
+  // group): the permuted tokens (the experts' GEMM input, top_k copies of each token, 2 bytes)
+  // and the experts' outputs before the weighted combine (as many), and the router's fp32
+  // probabilities (4 bytes per token and expert) that the combine's and the softmax's backward
+  // read.
+  const int intermediates = m.mlp == MlpKind::Relu ? 1 : gated(m) ? 3 : 2;
+  double width = s * b * static_cast<double>(m.ffn_hidden_size);
+  const bool moe = moe_layer && m.is_moe();
+  if (moe) {
     const double k = static_cast<double>(m.moe.top_k);
-    mlp_intermediate = per_width * s * b *
-                       (k * static_cast<double>(m.moe.expert_ffn_hidden_size) +
-                        static_cast<double>(m.moe.shared_ffn_hidden_size));
-    routed = 4.0 * k * sbh + 4.0 * s * b * static_cast<double>(m.moe.num_experts);
+    width = s * b *
+            (k * static_cast<double>(m.moe.expert_ffn_hidden_size) +
+             static_cast<double>(m.moe.shared_ffn_hidden_size));
   }
-  double split;
+  for (int i = 0; i < intermediates; ++i) split(2.0 * width);
+  if (moe) {
+    const double k = static_cast<double>(m.moe.top_k);
+    whole(2.0 * k * sbh);
+    whole(2.0 * k * sbh);
+    whole(4.0 * s * b * static_cast<double>(m.moe.num_experts));
+  }
   if (m.is_mla()) {
     // MLA by the same rules: Q and K at the query/key width, V and the out-projection input at
     // the value width (2 bytes each), and the latents, produced by the replicated
-    // down-projections, with their norm's input and output (4 bytes per latent element).
+    // down-projections, with their norm's input and output (2 bytes per latent element each).
     const double sqk = s * b * static_cast<double>(m.qk_width());
     const double sv = s * b * static_cast<double>(m.v_width());
-    split = 4.0 * sqk + 4.0 * sv + mlp_intermediate;
-    replicated += 4.0 * s * b * static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
+    split(2.0 * sqk);
+    split(2.0 * sqk);
+    split(2.0 * sv);
+    split(2.0 * sv);
+    const double latents = s * b * static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
+    replicated(2.0 * latents);
+    replicated(2.0 * latents);
   } else {
-    // Q, K, V, out-projection input, MLP intermediates.
-    split = 2.0 * sbq + 4.0 * sbk + 2.0 * sbq + mlp_intermediate;
+    // Q, K, V, out-projection input.
+    const double sbq = s * b * static_cast<double>(m.q_width());
+    const double sbk = s * b * static_cast<double>(kv_width(m));
+    split(2.0 * sbq);
+    split(2.0 * sbk);
+    split(2.0 * sbk);
+    split(2.0 * sbq);
   }
-  if (recompute == Recompute::None && !flash_attention) split += 5.0 * a * s * s * b;
-  return ((sequence_parallel ? replicated / t : replicated) + split / t + routed) / c;
+  if (recompute == Recompute::None && !flash_attention) {
+    // The scores: softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b.
+    const double as2b = static_cast<double>(m.num_attention_heads) * s * s * b;
+    split(2.0 * as2b);
+    split(as2b);
+    split(2.0 * as2b);
+  }
+  return out;
+}
+
+double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
+                                  bool sequence_parallel, Recompute recompute, bool flash_attention,
+                                  bool moe_layer, std::int64_t cp) {
+  double sum = 0;
+  for (double bytes : activation_tensors_per_layer(m, micro_batch, tp, sequence_parallel, recompute,
+                                                   flash_attention, moe_layer, cp)) {
+    sum += bytes;
+  }
+  return sum;
 }
 
 }  // namespace zerosim

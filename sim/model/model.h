@@ -256,10 +256,16 @@ double model_flops_per_token(const ModelSpec& m);
 // With context parallelism of degree `cp` every term divides by cp (each rank keeps its s / cp
 // tokens' activations, and without flash attention its s / cp rows of the scores).
 // Recompute::SelectiveOp counts what op_checkpoint_matmuls' policy saves (MoE and MLA layers
-// are refused for it by the scenario).
+// are refused for it by the scenario). The sum of activation_tensors_per_layer.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer = false, std::int64_t cp = 1);
+// The tensors activation_bytes_per_layer counts, one entry per tensor (bytes per GPU): the
+// caching allocator places them one by one (sim/memory/caching_allocator.h).
+std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
+                                                 std::int64_t tp, bool sequence_parallel,
+                                                 Recompute recompute, bool flash_attention,
+                                                 bool moe_layer = false, std::int64_t cp = 1);
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

@@ -10,6 +10,7 @@
 // kFrameworkNames) and its declaration and case in framework_policy.cpp.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/core/plan.h"
 #include "sim/parallel/training_plan.h"
@@ -90,9 +91,12 @@ struct ParameterPolicy {
 struct MemoryPolicy {
   // The cross-entropy over the s x b x V/tp logits of a micro-batch, in bytes per logit element:
   // the tensor its backward needs (the fp32 softmax or log-softmax), held from the head's forward
-  // to its backward, and what lives beside it while the loss's forward and backward run (the
-  // 16-bit logits, fp32 copies, gradients of the loss chain).
-  int logits_saved = 4, logits_forward_extra = 2, logits_backward_extra = 2;
+  // to its backward, and the tensors that live beside it while the loss's forward and backward
+  // run (the 16-bit logits, fp32 copies, gradients of the loss chain), one entry per tensor in
+  // the order they are allocated: the caching allocator places each on its own
+  // (sim/memory/caching_allocator.h), so how a loss splits its bytes decides what it reserves.
+  int logits_saved = 4;
+  std::vector<int> logits_forward_temporaries = {2}, logits_backward_temporaries = {2};
   // fp32 gradients (and optimizer temporaries) of the step, bytes per updated element, allocated
   // before the step and freed after it; per_subgroup: once per DeepSpeed stage-3 sub-group of at
   // most sub_group_size (1e9) elements instead of for the whole partition.

@@ -26,8 +26,8 @@ FrameworkPolicy fsdp_policy(const Scenario& s, int /*stage*/) {
   // gradient (4) and log_softmax's gradient (4) at once.
   MemoryPolicy& m = p.memory;
   m.logits_saved = 4;
-  m.logits_forward_extra = 6;
-  m.logits_backward_extra = 8;
+  m.logits_forward_temporaries = {2, 4};
+  m.logits_backward_temporaries = {4, 4};
   // The step: torchtitan builds AdamW with foreach = not fused and --optimizer.fused off by
   // default (optimizer.py, config_manager.py); PyTorch's _multi_tensor_adam takes
   // torch._foreach_sqrt(exp_avg_sqs), an fp32 copy of every second moment of the shard.

@@ -28,8 +28,8 @@ FrameworkPolicy nanotron_policy(const Scenario& s, int /*stage*/) {
   // and the backward saves as the softmax: 8 at most in the forward, 4 saved. The backward edits
   // the softmax in place into the gradient and the cast's backward makes a bf16 copy (2).
   m.logits_saved = 4;
-  m.logits_forward_extra = 4;
-  m.logits_backward_extra = 2;
+  m.logits_forward_temporaries = {4};
+  m.logits_backward_temporaries = {2};
   // The step: the fp32 accumulator is the master weights' gradient (optim/gradient_accumulator.py)
   // and the benchmark configs use fused AdamW (examples/config_tiny_llama_bench.yaml,
   // torch_adam_is_fused: true), so nothing is allocated for it.

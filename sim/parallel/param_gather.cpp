@@ -15,7 +15,12 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
     // (nanotron returns before gathering over a single rank.)
     const Bytes flat =
         policy_.memory.flat_param_gather && dp > 1 ? 2 * partition * (dp + 1) : 0;
-    if (flat > 0) e_.alloc(MemCategory::Buffers, flat, "param gather flat copies", stream);
+    // The rank's partition flattened, and one flat output per group rank
+    // (distributed.py, all_gather_coalesced: a list of dp buffers, not one).
+    if (flat > 0) {
+      e_.alloc_tensors(MemCategory::Buffers, flat, "param gather flat copies",
+                       std::vector<double>(static_cast<std::size_t>(dp + 1), 1.0), stream);
+    }
     e_.collective(peer, CollectiveKind::AllGather, 2 * partition * dp, stream,
                   "param all_gather", {after});
     if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "param gather flat copies", stream);

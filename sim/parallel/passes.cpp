@@ -106,13 +106,14 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       deps.push_back(bucket_gather);
     }
     if (unit.forward == WorkKind::AttentionForward) {
-      e_.alloc(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
+      e_.alloc_tensors(MemCategory::Activations, layer_activations(unit.layer, false),
+                       "activations", layer_tensors(unit.layer, false));
     }
     if (unit.forward == WorkKind::HeadForward) {
-      e_.alloc(MemCategory::Activations, logits_saved_, "logits");
-      if (logits_forward_extra_ > 0) {
-        e_.alloc(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
+      for (Bytes b : loss_forward_temporaries_) {
+        e_.alloc(MemCategory::Activations, b, "loss forward temporaries");
       }
+      e_.alloc(MemCategory::Activations, logits_saved_, "logits");
     }
     const bool context = cp_kv_bytes_ > 0 && unit.forward == WorkKind::AttentionForward;
     std::int32_t exchange = -1;
@@ -125,8 +126,10 @@ void StageBuilder::forward_pass(int mb, int chunk) {
     if (ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward) {
       prev = expert_all_to_alls(prev, 2, unit_op_name(unit, "fwd") + suffix);
     }
-    if (unit.forward == WorkKind::HeadForward && logits_forward_extra_ > 0) {
-      e_.free_op(MemCategory::Activations, logits_forward_extra_, "loss forward temporaries");
+    if (unit.forward == WorkKind::HeadForward) {
+      for (Bytes b : loss_forward_temporaries_) {
+        e_.free_op(MemCategory::Activations, b, "loss forward temporaries");
+      }
     }
     if (unit.forward != WorkKind::HeadForward) {
       tp_collectives(prev, unit_op_name(unit, "fwd"), tp_bytes_of(unit));
@@ -177,14 +180,17 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     const Bytes recomputed = is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
     if (recomputed > 0 &&
         (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
-      e_.alloc(MemCategory::Activations, recomputed, "recomputed activations");
+      e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
+                       layer_tensors(unit.layer, true));
     }
     if (zs >= 2 && !input_only) {
       e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
     }
     const bool head = unit.backward == WorkKind::HeadBackward;
-    if (head && logits_backward_extra_ > 0) {
-      e_.alloc(MemCategory::Activations, logits_backward_extra_, "loss backward temporaries");
+    if (head) {
+      for (Bytes b : loss_backward_temporaries_) {
+        e_.alloc(MemCategory::Activations, b, "loss backward temporaries");
+      }
     }
     if (half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
     const bool context = cp_kv_bytes_ > 0 && unit.backward == WorkKind::AttentionBackward;
@@ -210,8 +216,8 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     }
     if (head) {
       e_.free_op(MemCategory::Activations, logits_saved_, "logits");
-      if (logits_backward_extra_ > 0) {
-        e_.free_op(MemCategory::Activations, logits_backward_extra_, "loss backward temporaries");
+      for (Bytes b : loss_backward_temporaries_) {
+        e_.free_op(MemCategory::Activations, b, "loss backward temporaries");
       }
     }
     if (unit.backward == WorkKind::AttentionBackward) {

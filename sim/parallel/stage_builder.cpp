@@ -1,6 +1,7 @@
 #include "sim/parallel/stage_builder.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "sim/cluster/gpu_generation.h"
 #include "sim/parallel/schedules.h"
@@ -61,16 +62,21 @@ Template StageBuilder::build() {
   const ModelSpec& m = s_.model;
   const std::int64_t tp = s_.parallel.tp;
   const std::int64_t cp = s_.parallel.cp;
-  auto activations = [&](Recompute r, bool moe) {
-    return activation_bytes_per_layer(m, s_.training.micro_batch_size, tp,
-                                      s_.parallel.sequence_parallel, r,
-                                      s_.training.flash_attention, moe, cp);
+  auto tensors = [&](Recompute r, bool moe) {
+    return activation_tensors_per_layer(m, s_.training.micro_batch_size, tp,
+                                        s_.parallel.sequence_parallel, r,
+                                        s_.training.flash_attention, moe, cp);
   };
-  activation_layer_ = activations(s_.parallel.recompute, false);
-  activation_layer_full_ = activations(Recompute::None, false);
+  auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+  layer_tensors_ = tensors(s_.parallel.recompute, false);
+  layer_tensors_full_ = tensors(Recompute::None, false);
+  activation_layer_ = sum(layer_tensors_);
+  activation_layer_full_ = sum(layer_tensors_full_);
   if (m.is_moe()) {
-    activation_moe_layer_ = activations(s_.parallel.recompute, true);
-    activation_moe_layer_full_ = activations(Recompute::None, true);
+    moe_layer_tensors_ = tensors(s_.parallel.recompute, true);
+    moe_layer_tensors_full_ = tensors(Recompute::None, true);
+    activation_moe_layer_ = sum(moe_layer_tensors_);
+    activation_moe_layer_full_ = sum(moe_layer_tensors_full_);
   }
   if (splits_backward(s_)) {
     // W computes each GEMM's weight gradient from the GEMM's input and its output's gradient
@@ -99,8 +105,12 @@ Template StageBuilder::build() {
   const double logits = sb * m.vocab_size / tp;
   const MemoryPolicy& mem = policy_.memory;
   logits_saved_ = static_cast<Bytes>(mem.logits_saved * logits);
-  logits_forward_extra_ = static_cast<Bytes>(mem.logits_forward_extra * logits);
-  logits_backward_extra_ = static_cast<Bytes>(mem.logits_backward_extra * logits);
+  for (int b : mem.logits_forward_temporaries) {
+    loss_forward_temporaries_.push_back(static_cast<Bytes>(b * logits));
+  }
+  for (int b : mem.logits_backward_temporaries) {
+    loss_backward_temporaries_.push_back(static_cast<Bytes>(b * logits));
+  }
   tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
   // Expert parallelism: each rank sends its tokens' top_k copies (16-bit hidden vectors) to the
   // ranks of their experts, and gets as many back; the busiest rank's share scales with the

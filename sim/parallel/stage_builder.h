@@ -77,6 +77,14 @@ class StageBuilder {
   // during its forward and its backward); a TP collective's and a pipeline transfer's buffer.
   double activation_layer_ = 0, activation_layer_full_ = 0;
   double activation_moe_layer_ = 0, activation_moe_layer_full_ = 0;  // an MoE layer's
+  // The tensors those bytes are made of (activation_tensors_per_layer), for the allocator.
+  std::vector<double> layer_tensors_, layer_tensors_full_;
+  std::vector<double> moe_layer_tensors_, moe_layer_tensors_full_;
+  const std::vector<double>& layer_tensors(int layer, bool full) const {
+    const bool moe = s_.model.is_moe_layer(layer);
+    return full ? (moe ? moe_layer_tensors_full_ : layer_tensors_full_)
+                : (moe ? moe_layer_tensors_ : layer_tensors_);
+  }
   // What layer `layer` keeps for its backward (`full`: without recomputation).
   Bytes layer_activations(int layer, bool full) const {
     const bool moe = s_.model.is_moe_layer(layer);
@@ -95,7 +103,8 @@ class StageBuilder {
     }
     return 0;
   }
-  Bytes logits_saved_ = 0, logits_forward_extra_ = 0, logits_backward_extra_ = 0;
+  Bytes logits_saved_ = 0;
+  std::vector<Bytes> loss_forward_temporaries_, loss_backward_temporaries_;
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   Bytes ep_all_to_all_bytes_ = 0;  // one token dispatch (or combine) of an MoE layer, per rank
   Bytes moe_tp_activation_bytes_ = 0;  // an MoE block's TP collective

@@ -43,6 +43,29 @@ std::int32_t Emitter::memory_op(OpKind kind, MemCategory c, Bytes bytes, const s
   return add(op, (kind == OpKind::Alloc ? "alloc " : "free ") + name, deps);
 }
 
+std::int32_t Emitter::alloc_tensors(MemCategory c, Bytes bytes, const std::string& name,
+                                   const std::vector<double>& tensors, Stream stream) {
+  const std::int32_t id = alloc(c, bytes, name, stream);
+  double total = 0;
+  for (double t : tensors) total += t;
+  if (tensors.size() < 2 || total <= 0 || bytes <= 0) return id;
+  std::vector<Bytes>& sizes = tables_.alloc_tensors[{t_.ops[id].name, bytes}];
+  if (!sizes.empty()) return id;
+  Bytes left = bytes;
+  std::size_t largest = 0;
+  for (double t : tensors) {
+    const Bytes b = static_cast<Bytes>(static_cast<double>(bytes) * (t / total));
+    if (b <= 0) continue;
+    if (sizes.empty() || b > sizes[largest]) largest = sizes.size();
+    sizes.push_back(b);
+    left -= b;
+  }
+  // What the proportions' rounding left over goes to the largest tensor.
+  if (sizes.empty()) sizes.push_back(0);
+  sizes[largest] += left;
+  return id;
+}
+
 std::int32_t Emitter::compute(WorkKind k, Phase phase, const std::string& name,
                               std::vector<std::int32_t> deps, BackwardPart part) {
   TemplateOp op;

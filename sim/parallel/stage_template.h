@@ -56,6 +56,7 @@ struct PlanTables {
   std::map<std::string, std::int32_t>& name_ids;
   std::vector<Work>& works;
   const std::int32_t* work_of;  // the Work of each layer-block kind and part (work_index)
+  std::map<std::pair<std::int32_t, Bytes>, std::vector<Bytes>>& alloc_tensors;  // Plan's
 };
 
 constexpr int work_index(WorkKind k, BackwardPart part) {
@@ -78,6 +79,10 @@ class Emitter {
                      Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {}) {
     return memory_op(OpKind::Alloc, c, bytes, name, stream, deps);
   }
+  // An allocation made of several tensors, `tensors` their sizes (any unit: they are scaled to
+  // sum to `bytes`), recorded for the caching allocator (Plan::alloc_tensors).
+  std::int32_t alloc_tensors(MemCategory c, Bytes bytes, const std::string& name,
+                             const std::vector<double>& tensors, Stream stream = Stream::Compute);
   std::int32_t free_op(MemCategory c, Bytes bytes, const std::string& name,
                        Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {}) {
     return memory_op(OpKind::Free, c, bytes, name, stream, deps);

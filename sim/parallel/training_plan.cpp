@@ -84,7 +84,7 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold) {
     }
   }
   std::map<std::string, std::int32_t> name_ids;
-  const PlanTables tables{out.plan.names, name_ids, out.works, work_of};
+  const PlanTables tables{out.plan.names, name_ids, out.works, work_of, out.plan.alloc_tensors};
   const std::vector<std::vector<Unit>> per_virtual = virtual_stage_units(s);
   const int p = s.parallel.pp;
   out.stages.resize(p);

@@ -164,7 +164,7 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
   o << "  memory per GPU  params " << gib(m[0]) << ", grads " << gib(m[1]) << ", optimizer "
     << gib(m[2]) << ", activations " << gib(m[3]) << ", buffers " << gib(m[4]) << "\n";
   o << "  peak            " << gib(r.memory.peak) << " allocated, " << gib(r.memory.reserved_peak)
-    << " reserved (at least), " << gib(r.memory.nvidia_smi_peak()) << " with CUDA context "
+    << " reserved by the caching allocator, " << gib(r.memory.nvidia_smi_peak()) << " with CUDA context "
     << gib(r.cuda_context_bytes) << " and NCCL " << gib(r.nccl_buffer_bytes) << " (nvidia-smi), of "
     << gib(s.cluster.gpu.hbm_bytes) << (r.fits_in_memory ? "  -> fits" : "  -> DOES NOT FIT")
     << "\n";

@@ -95,7 +95,15 @@ void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, Ste
   for (int rank = 0; rank < plan.num_ranks; ++rank) {
     if ((rank % ranks_per_stage) < s.parallel.tp) ranks.push_back(rank);
   }
-  std::vector<MemoryUsage> usage = replay_memory(plan, r, ranks, false);
+  // Outside the caching allocator: the CUDA context and NCCL's buffers. The allocator may
+  // reserve the rest of the GPU before it gives its cache back.
+  const NcclBuffers nccl(s, plan);
+  std::vector<Bytes> capacity;
+  for (int rank : ranks) {
+    capacity.push_back(std::max<Bytes>(1, s.cluster.gpu.hbm_bytes - kCudaContextBytes -
+                                              nccl.of_rank(rank)));
+  }
+  std::vector<MemoryUsage> usage = replay_memory(plan, r, ranks, false, capacity);
   rep.memory = {};
   rep.memory_per_stage.assign(static_cast<std::size_t>(s.parallel.pp), MemoryUsage{});
   std::vector<int> stage_rank(rep.memory_per_stage.size(), 0);
@@ -111,8 +119,6 @@ void fill_memory(const Scenario& s, const Plan& plan, const EngineResult& r, Ste
       rep.memory_rank = ranks[i];
     }
   }
-  // Outside the caching allocator: the CUDA context and NCCL's buffers.
-  const NcclBuffers nccl(s, plan);
   rep.cuda_context_bytes = kCudaContextBytes;
   rep.nccl_buffer_bytes = nccl.of_rank(rep.memory_rank);
   rep.memory.outside_allocator = rep.cuda_context_bytes + rep.nccl_buffer_bytes;

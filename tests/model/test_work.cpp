@@ -2,7 +2,9 @@
 // Sec. 5.1), PaLM (Chowdhery et al. 2022, App. B) and Korthikanti et al. 2022 (arXiv:2205.05198).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "sim/core/error.h"
 #include "sim/model/model.h"
@@ -161,6 +163,20 @@ TEST(modelActivations, SwigluAndGqaRecount) {
   // With TP the 10sbh replicated part stays whole.
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 4, false, Recompute::Selective, true),
                    10 * s * h + (expected - 10 * s * h) / 4);
+}
+
+// The allocator places a layer's activations tensor by tensor: GPT-3 2.7B without flash
+// attention keeps its two norm inputs, the QKV and MLP inputs, two dropout masks, the GeLU's
+// input and output, Q, K, V, the out-projection input and the scores' three (15 tensors, the
+// terms of Korthikanti et al.'s eq. 1), the largest of which is the softmax output 2as^2b.
+TEST(modelActivations, TensorsAreTheTermsOfTheCount) {
+  const ModelSpec m = model_preset("gpt3-2.7b", "model");
+  const double s = m.seq_length, h = m.hidden_size, a = m.num_attention_heads;
+  const std::vector<double> t = activation_tensors_per_layer(m, 1, 1, false, Recompute::None, false);
+  ASSERT_EQ(t.size(), 15u);
+  EXPECT_DOUBLE_EQ(*std::max_element(t.begin(), t.end()), 2 * a * s * s);
+  EXPECT_DOUBLE_EQ(std::accumulate(t.begin(), t.end(), 0.0), s * h * 34 + 5 * a * s * s);
+  EXPECT_EQ(activation_tensors_per_layer(m, 1, 1, false, Recompute::Full, false).size(), 1u);
 }
 
 // torchtitan's op-level selective checkpointing, counted by hand from its policy

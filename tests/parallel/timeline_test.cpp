@@ -54,8 +54,9 @@ void check_timeline(const TrainingPlan& tp, const EngineResult& r,
 // DeepSpeed's order on each rank, all on the compute stream (no overlap_comm: average_tensor
 // runs on the current stream):
 //   model states and the cuBLAS workspace allocated at start;
-//   forward: embedding, then per layer [alloc activations] attention, MLP; [alloc logits and the
-//   loss's forward temporaries] head [free the temporaries]; the head's backward has its own;
+//   forward: embedding, then per layer [alloc activations] attention, MLP; [alloc the loss's
+//   forward temporaries, then the logits it saves] head [free the temporaries]; the head's
+//   backward has its own;
 //   backward in reverse; stage 2 hooks: each unit's param.grad exists from its backward until
 //   the hook copies it into the IPG bucket;
 //   epilogue: the bucket is all-reduced (use_multi_rank_bucket_allreduce);
@@ -82,8 +83,8 @@ TEST(parallelTimeline, Zero2WithoutOverlapOneMicroBatch) {
       {"alloc activations", 6, 6, 12, 12},
       {"fwd attention L1 mb0", 6, 8, 12, 16},
       {"fwd mlp L1 mb0", 8, 11, 16, 22},
-      {"alloc logits", 11, 11, 22, 22},
       {"alloc loss forward temporaries", 11, 11, 22, 22},
+      {"alloc logits", 11, 11, 22, 22},
       {"fwd head mb0", 11, 15, 22, 30},
       {"free loss forward temporaries", 15, 15, 30, 30},
       {"alloc param.grad head", 15, 15, 30, 30},
@@ -144,8 +145,8 @@ TEST(parallelTimeline, Zero1WithoutOverlapTwoMicroBatches) {
       {"alloc activations", 6, 6, 12, 12},
       {"fwd attention L1 mb0", 6, 8, 12, 16},
       {"fwd mlp L1 mb0", 8, 11, 16, 22},
-      {"alloc logits", 11, 11, 22, 22},
       {"alloc loss forward temporaries", 11, 11, 22, 22},
+      {"alloc logits", 11, 11, 22, 22},
       {"fwd head mb0", 11, 15, 22, 30},
       {"free loss forward temporaries", 15, 15, 30, 30},
       {"alloc loss backward temporaries", 15, 15, 30, 30},
@@ -167,8 +168,8 @@ TEST(parallelTimeline, Zero1WithoutOverlapTwoMicroBatches) {
       {"alloc activations", 51, 51, 102, 102},
       {"fwd attention L1 mb1", 51, 53, 102, 106},
       {"fwd mlp L1 mb1", 53, 56, 106, 112},
-      {"alloc logits", 56, 56, 112, 112},
       {"alloc loss forward temporaries", 56, 56, 112, 112},
+      {"alloc logits", 56, 56, 112, 112},
       {"fwd head mb1", 56, 60, 112, 120},
       {"free loss forward temporaries", 60, 60, 120, 120},
       {"alloc loss backward temporaries", 60, 60, 120, 120},

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "sim/collective/nccl_model.h"
 #include "sim/run/published.h"
@@ -65,6 +67,36 @@ TEST(reportDeviceMemory, LossChainPerFramework) {
     EXPECT_EQ(cat(r.memory, MemCategory::Activations) - layers, per_logit * kLogits) << framework;
     EXPECT_EQ(allocated(tp, "logits"), 4 * kLogits) << framework;  // the saved softmax
   }
+}
+
+TEST(reportDeviceMemory, LayerActivationsAndLossTemporariesAreTensorsForTheAllocator) {
+  // Each layer's activations reach the caching allocator as the model's tensors, which sum to
+  // the allocation; torchtitan's loss allocates its 16-bit logits and fp32 copy as two tensors
+  // (2 and 4 bytes per logit), its backward two fp32 gradients.
+  Scenario s = resolve_scenario(doc("fsdp", 1, 3));
+  const TrainingPlan tp = build_training_plan(s, true);
+  const std::vector<double> tensors = activation_tensors_per_layer(
+      s.model, s.training.micro_batch_size, s.parallel.tp, s.parallel.sequence_parallel,
+      s.parallel.recompute, s.training.flash_attention, false, s.parallel.cp);
+  int layers = 0;
+  std::multiset<Bytes> forward, backward;
+  for (const Op& op : tp.plan.ops) {
+    if (op.rank != 0 || op.kind != OpKind::Alloc) continue;
+    const std::string& name = tp.plan.names[op.name];
+    if (name == "alloc activations") {
+      ++layers;
+      const std::vector<Bytes>& sizes = tp.plan.alloc_tensors.at({op.name, op.bytes});
+      EXPECT_EQ(sizes.size(), tensors.size());
+      Bytes sum = 0;
+      for (Bytes b : sizes) sum += b;
+      EXPECT_EQ(sum, op.bytes);
+    }
+    if (name == "alloc loss forward temporaries") forward.insert(op.bytes);
+    if (name == "alloc loss backward temporaries") backward.insert(op.bytes);
+  }
+  EXPECT_EQ(layers, s.model.num_layers);
+  EXPECT_EQ(forward, (std::multiset<Bytes>{2 * kLogits, 4 * kLogits}));
+  EXPECT_EQ(backward, (std::multiset<Bytes>{4 * kLogits, 4 * kLogits}));
 }
 
 TEST(reportDeviceMemory, NanotronKeepsDdpBucketsAtAnyStageWithDataParallelism) {
@@ -187,11 +219,12 @@ TEST(reportDeviceMemory, ReservedKeepsEachStreamsPeak) {
   MemoryUsage u = replay_memory(plan, r, 0, false);
   EXPECT_EQ(u.peak, 10 * kMiB);
   EXPECT_EQ(u.reserved_peak, 20 * kMiB);
-  // On one stream the second allocation reuses the cached block. Requests round up to 512 B.
+  // On one stream the second allocation reuses the cached block. A request of 10 MiB or more
+  // gets a segment rounded up to 2 MiB (caching_allocator.h).
   plan.ops[0].stream = Stream::Compute;
   plan.ops[0].bytes = plan.ops[1].bytes = 10 * kMiB + 1;
   u = replay_memory(plan, r, 0, false);
-  EXPECT_EQ(u.reserved_peak, 10 * kMiB + 512);
+  EXPECT_EQ(u.reserved_peak, 12 * kMiB);
 }
 
 TEST(reportDeviceMemory, FitsUsesWhatTheGpuReallyHolds) {
