@@ -114,6 +114,16 @@ int CachingAllocator::malloc(Bytes bytes, int stream) {
   return id;
 }
 
+void CachingAllocator::absorb(int left, int right) {
+  Block& a = blocks_[static_cast<std::size_t>(left)];
+  const Block b = blocks_[static_cast<std::size_t>(right)];
+  a.size += b.size;
+  a.next = b.next;
+  if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = left;
+  blocks_[static_cast<std::size_t>(right)] = Block{};
+  unused_.push_back(right);
+}
+
 void CachingAllocator::free(int id) {
   allocated_ -= blocks_[static_cast<std::size_t>(id)].size;
   // Merge with free neighbours of the same segment: the next one folds into this block, this
@@ -121,24 +131,12 @@ void CachingAllocator::free(int id) {
   const int next = blocks_[static_cast<std::size_t>(id)].next;
   if (next >= 0 && blocks_[static_cast<std::size_t>(next)].free) {
     erase_free(next);
-    Block& b = blocks_[static_cast<std::size_t>(id)];
-    const Block n = blocks_[static_cast<std::size_t>(next)];
-    b.size += n.size;
-    b.next = n.next;
-    if (n.next >= 0) blocks_[static_cast<std::size_t>(n.next)].prev = id;
-    blocks_[static_cast<std::size_t>(next)] = Block{};
-    unused_.push_back(next);
+    absorb(id, next);
   }
   const int prev = blocks_[static_cast<std::size_t>(id)].prev;
   if (prev >= 0 && blocks_[static_cast<std::size_t>(prev)].free) {
     erase_free(prev);
-    Block& a = blocks_[static_cast<std::size_t>(prev)];
-    const Block b = blocks_[static_cast<std::size_t>(id)];
-    a.size += b.size;
-    a.next = b.next;
-    if (b.next >= 0) blocks_[static_cast<std::size_t>(b.next)].prev = prev;
-    blocks_[static_cast<std::size_t>(id)] = Block{};
-    unused_.push_back(id);
+    absorb(prev, id);
     id = prev;
   }
   insert_free(id);

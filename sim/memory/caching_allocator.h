@@ -76,6 +76,8 @@ class CachingAllocator {
   void erase_free(int id);
   int new_segment(Bytes size, int stream, bool small);
   void release_cached_segments();
+  // Folds block `right` into its left neighbour `left` of the same segment.
+  void absorb(int left, int right);
 
   Bytes capacity_ = 0;
   Bytes reserved_ = 0, reserved_peak_ = 0, allocated_ = 0;
