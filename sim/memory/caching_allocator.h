@@ -50,8 +50,6 @@ class CachingAllocator {
   int malloc(Bytes bytes, int stream);
   // Returns block `id` to its stream's cache.
   void free(int id);
-  // The size of block `id` as handed out (the request rounded, or a whole unsplit block).
-  Bytes block_size(int id) const { return blocks_[static_cast<std::size_t>(id)].size; }
 
   Bytes reserved() const { return reserved_; }
   Bytes reserved_peak() const { return reserved_peak_; }

@@ -1,12 +1,12 @@
 #include "sim/memory/memory_timeline.h"
 
-#include "sim/memory/caching_allocator.h"
-
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+
+#include "sim/memory/caching_allocator.h"
 
 // With ZEROSIM_CHECK_INVARIANTS (Debug builds, the sanitizer and fuzz presets) the replay also
 // checks, per rank, what the category totals cannot show: that no allocation (an Alloc/Free

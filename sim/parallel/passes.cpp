@@ -177,7 +177,8 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
         deps.push_back(zero3_.gathers_before_hook());
       }
     }
-    const Bytes recomputed = is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
+    const Bytes recomputed =
+        is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
     if (recomputed > 0 &&
         (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
       e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
@@ -222,7 +223,9 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     }
     if (unit.backward == WorkKind::AttentionBackward) {
       e_.free_op(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
-      if (recomputed > 0) e_.free_op(MemCategory::Activations, recomputed, "recomputed activations");
+      if (recomputed > 0) {
+        e_.free_op(MemCategory::Activations, recomputed, "recomputed activations");
+      }
     }
     if (stage3 && zero3_.release_after_backward(chunk, i, use)) {
       e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
