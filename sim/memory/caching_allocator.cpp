@@ -17,7 +17,7 @@ Bytes CachingAllocator::segment_size(Bytes rounded) {
 
 CachingAllocator::FreeSet& CachingAllocator::pool(int stream, bool small) {
   const std::size_t i = 2 * static_cast<std::size_t>(stream) + (small ? 1 : 0);
-  if (pools_.size() <= i) pools_.resize(i + 1);
+  while (pools_.size() <= i) pools_.emplace_back(nodes_.get());
   return pools_[i];
 }
 
@@ -35,16 +35,12 @@ int CachingAllocator::new_block() {
 void CachingAllocator::insert_free(int id) {
   Block& b = blocks_[static_cast<std::size_t>(id)];
   b.free = true;
-  FreeSet& p = pool(b.stream, b.small);
-  const std::tuple<Bytes, Bytes, int> key{b.size, b.address, id};
-  p.insert(std::lower_bound(p.begin(), p.end(), key), key);
+  pool(b.stream, b.small).emplace(b.size, b.address, id);
 }
 
 void CachingAllocator::erase_free(int id) {
   Block& b = blocks_[static_cast<std::size_t>(id)];
-  FreeSet& p = pool(b.stream, b.small);
-  const std::tuple<Bytes, Bytes, int> key{b.size, b.address, id};
-  p.erase(std::lower_bound(p.begin(), p.end(), key));
+  pool(b.stream, b.small).erase({b.size, b.address, id});
   b.free = false;
 }
 
@@ -86,7 +82,7 @@ int CachingAllocator::malloc(Bytes bytes, int stream) {
   const bool small = size <= kSmallSize;
   FreeSet& p = pool(stream, small);
   int id = -1;
-  const auto it = std::lower_bound(p.begin(), p.end(), std::tuple<Bytes, Bytes, int>{size, 0, -1});
+  const auto it = p.lower_bound({size, 0, -1});
   if (it != p.end()) {
     id = std::get<2>(*it);
     erase_free(id);

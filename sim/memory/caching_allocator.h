@@ -24,6 +24,9 @@
 //   process is out of memory. (The default allocator config: no max_split_size_mb, no
 //   expandable segments, no garbage-collection threshold.)
 #include <cstdint>
+#include <memory>
+#include <memory_resource>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -42,7 +45,8 @@ class CachingAllocator {
 
   // `capacity`: the device memory the allocator may reserve (the GPU less what the process holds
   // outside it); 0 = unlimited.
-  explicit CachingAllocator(Bytes capacity = 0) : capacity_(capacity) {}
+  explicit CachingAllocator(Bytes capacity = 0)
+      : capacity_(capacity), nodes_(std::make_unique<std::pmr::unsynchronized_pool_resource>()) {}
 
   // A block of at least `bytes` on `stream`: its id. When even the released cache leaves no
   // room, out_of_memory() turns true and the segment is counted anyway (reserved() then passes
@@ -66,8 +70,8 @@ class CachingAllocator {
     bool small = false, free = false;
     int prev = -1, next = -1;  // neighbours in the segment
   };
-  // (size, address, id), sorted: a pool holds few free blocks, so a sorted array beats a tree.
-  using FreeSet = std::vector<std::tuple<Bytes, Bytes, int>>;
+  // (size, address, id) in order; the tree's nodes come from one pool of this allocator's.
+  using FreeSet = std::pmr::set<std::tuple<Bytes, Bytes, int>>;
   FreeSet& pool(int stream, bool small);
   int new_block();
   void insert_free(int id);
@@ -84,6 +88,7 @@ class CachingAllocator {
   std::vector<Block> blocks_;
   std::vector<int> unused_;  // ids of merged-away blocks, reused
   // Free blocks per (stream, pool), ordered by size, then address.
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> nodes_;
   std::vector<FreeSet> pools_;
 };
 
