@@ -268,7 +268,8 @@ void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std:
 
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer,
-                             std::int64_t ep, double load_imbalance, std::int64_t cp) {
+                             std::int64_t ep, double load_imbalance, std::int64_t cp,
+                             bool eager_ops) {
   check_parallel(m, micro_batch, tp);
   if (cp < 1 || m.seq_length % cp != 0)
     throw InputError("parallel.cp", "must divide the sequence length (" +
@@ -329,12 +330,26 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   // is Q, K, V and O, not modelled here). Activation, rotary and softmax work are split by TP
   // (heads / ffn columns); norms and dropout+residual run on the full sequence on every TP
   // rank unless sequence parallelism splits them by tp.
+  //
+  // `eager_ops`: torchtitan's model code run op by op in eager PyTorch, without torch.compile
+  // (torchtitan/models/norms.py RMSNorm, models/llama/model.py apply_rotary_emb, repeat_kv,
+  // Attention and FeedForward at commit 9dec370), one kernel per op, each reading its inputs
+  // and writing its output in its own dtype:
+  //   RMSNorm: x.float() 2+4, pow(2) 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2
+  //                                                  = 36 B per element (fused: 4)
+  //   rotary: float() 2+4, complex multiply 4+4, type_as 4+2 = 20 B per element of Q and K (4)
+  //   SwiGLU: silu 2+2, multiply 2+2+2                = 10 B per FFN element (6)
+  //   repeat_kv (GQA): K and V expanded to the query heads and copied, read 2 B per key
+  //   element and write 2 B per query element each     = 4 (kvw + q) B per token
+  //   the attention output's transpose(1, 2).contiguous() = 4q B per token
+  // (F.layer_norm and F.gelu are single kernels eager or not.)
   const double sbh = b * s * hd;
   const double sbf = b * s * static_cast<double>(f);
   const double a = static_cast<double>(m.num_attention_heads);
   const double norms = static_cast<double>(m.layer_norms);
-  const double replicated = 4.0 * norms * sbh + 14.0 * sbh;
-  const double activation = gated(m) ? 6.0 : 4.0;
+  const double norm_bytes = eager_ops && m.norm == NormKind::RmsNorm ? 36.0 : 4.0;
+  const double replicated = norm_bytes * norms * sbh + 14.0 * sbh;
+  const double activation = gated(m) ? (eager_ops ? 10.0 : 6.0) : 4.0;
   double split = activation * sbf;
   // Not split by TP: the MoE block's token permutation and un-permutation (each reads and
   // writes top_k copies of every token: 2 x 2 x 2B x sbh x top_k) and the router's fp32 softmax
@@ -351,9 +366,13 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   // Rotary on Q and K; MLA rotates only the qk_rope_head_dim slice of each query head and the
   // one shared rotary key.
   if (m.position == PositionKind::Rotary)
-    split += 4.0 * b * s *
+    split += (eager_ops ? 20.0 : 4.0) * b * s *
              (m.is_mla() ? static_cast<double>((m.num_attention_heads + 1) * m.mla.qk_rope_head_dim)
                          : static_cast<double>(q + kvw));
+  if (eager_ops && !m.is_mla()) {
+    split += 4.0 * b * s * static_cast<double>(q);
+    if (kvw < q) split += 4.0 * b * s * static_cast<double>(kvw + q);
+  }
   if (!flash_attention) split += 9.0 * a * s * s * b;
   w.elementwise_bytes = ((sequence_parallel ? replicated / t : replicated) + split / t + routed) / c;
   return w;

@@ -206,11 +206,12 @@ struct LayerWork {
 // the share); `load_imbalance` >= 1 scales the share to the busiest expert's. With context
 // parallelism of degree `cp` a rank holds s / cp of each sequence's tokens (Megatron-core's two
 // load-balanced chunks) and computes 1 / cp of its attention core: every GEMM, elementwise and
-// attention term divides by cp.
+// attention term divides by cp. `eager_ops`: the elementwise ops run one PyTorch kernel each,
+// as torchtitan's model code does without torch.compile (model.cpp counts them), not fused.
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer = false,
                              std::int64_t ep = 1, double load_imbalance = 1.0,
-                             std::int64_t cp = 1);
+                             std::int64_t cp = 1, bool eager_ops = false);
 
 // torchtitan's op-level selective activation checkpointing (activation_checkpoint.mode
 // "selective" with selective_ac_option "op"; torchtitan/parallelisms/parallelize_llama.py at

@@ -312,6 +312,10 @@ void add_training_keys(std::vector<KeySpec>& t) {
   t.push_back(bool_key("training.flash_attention", true, "fused attention without the s^2 matrix",
                        FIELD(training.flash_attention))
                   .in_cases("training.flash_attention"));
+  t.push_back(bool_key("training.torch_compile", false,
+                       "torch.compile fuses the model's elementwise ops (torchtitan: framework fsdp)",
+                       FIELD(training.torch_compile))
+                  .in_cases("training.torch_compile"));
   t.push_back(bool_key("training.moe_grouped_gemm", nullptr,
                        "MoE layers: the experts' GEMMs as one grouped GEMM (Megatron "
                        "--moe-grouped-gemm) instead of one launch per expert (default: true for "

@@ -291,6 +291,16 @@ void fp8_gather_rules(const Scenario& s) {
 // torchtitan's op-level checkpointing: where it is simulated. Its save policy counts the
 // matmuls of torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP
 // plan makes the norms sequence-parallel.
+// torch.compile changes what zerosim prices only where the model code would otherwise run op by
+// op: torchtitan's (framework fsdp).
+void compile_rules(const Scenario& s) {
+  if (s.training.torch_compile && s.parallel.framework != Framework::Fsdp) {
+    throw InputError("training.torch_compile",
+                     "simulated for torchtitan (framework fsdp); Megatron's, DeepSpeed's and "
+                     "nanotron's layers run fused kernels already; allowed here: false");
+  }
+}
+
 void recompute_rules(const Scenario& s) {
   if (s.parallel.recompute != Recompute::SelectiveOp) return;
   const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";
@@ -500,6 +510,7 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
   sharding_variant_rules(s);
   fp8_gather_rules(s);
   recompute_rules(s);
+  compile_rules(s);
   whatif_rules(s);
 
   json echo;

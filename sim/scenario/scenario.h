@@ -91,6 +91,10 @@ struct TrainingConfig {
   // fp8 training with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8, 1 byte per element
   // (torchao's enable_fsdp_float8_all_gather under FSDP2, as torchtitan sets it).
   bool fp8_param_gather = false;
+  // torch.compile on the model (torchtitan's training.compile): its elementwise ops run fused.
+  // Without it torchtitan's model code runs op by op in eager PyTorch (framework fsdp only;
+  // Megatron's, DeepSpeed's and nanotron's layers run fused kernels either way).
+  bool torch_compile = false;
 };
 
 struct ParallelConfig {
@@ -213,7 +217,8 @@ struct Scenario {
   LayerWork layer_work(bool moe) const {
     return layer_forward_work(model, training.micro_batch_size, parallel.tp,
                               parallel.sequence_parallel, training.flash_attention, moe,
-                              parallel.ep, training.moe_load_imbalance, parallel.cp);
+                              parallel.ep, training.moe_load_imbalance, parallel.cp,
+                              parallel.framework == Framework::Fsdp && !training.torch_compile);
   }
 };
 

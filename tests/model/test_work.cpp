@@ -91,6 +91,28 @@ TEST(modelFlops, ElementwiseTrafficShrinksWithSpAndFlash) {
                    22 * s * h + 4 * s * f + 9 * a * s * s);
 }
 
+// torchtitan's model code run eagerly (no torch.compile) moves, per token of a Llama 3 8B
+// layer, more than fused kernels by: two RMSNorms at 36 instead of 4 B per element, rotary at
+// 20 instead of 4 B per element of Q and K, SwiGLU at 10 instead of 6 B per FFN element,
+// repeat_kv's copies of K and V at the query width (4 (kvw + q)) and the attention output's
+// contiguous copy (4q), counted by hand from the code (model.cpp lists the ops).
+TEST(modelFlops, EagerTorchtitanOpsMoveMoreThanFusedKernels) {
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const double h = m.hidden_size, f = m.ffn_hidden_size, q = h, kv = 8 * 128;
+  const double tokens = 2.0 * static_cast<double>(m.seq_length);
+  const double fused = layer_forward_work(m, 2, 1, false, true).elementwise_bytes;
+  const double eager =
+      layer_forward_work(m, 2, 1, false, true, false, 1, 1.0, 1, true).elementwise_bytes;
+  const double per_token = 2 * 32 * h + 16 * (q + kv) + 4 * f + 4 * (kv + q) + 4 * q;
+  EXPECT_DOUBLE_EQ(eager - fused, tokens * per_token);
+  // A GPT layer's LayerNorm and GeLU are single kernels eager or not; only the output copy
+  // remains (no rotary, no GQA).
+  const ModelSpec gpt = model_preset("gpt3-1.3b", "model");
+  EXPECT_DOUBLE_EQ(layer_forward_work(gpt, 1, 1, false, true, false, 1, 1.0, 1, true).elementwise_bytes -
+                       layer_forward_work(gpt, 1, 1, false, true).elementwise_bytes,
+                   4.0 * gpt.seq_length * gpt.hidden_size);
+}
+
 TEST(modelFlops, TpMustDivideHeadsAndFfn) {
   const ModelSpec m = model_preset("llama3-8b", "model");  // 8 kv heads
   try {

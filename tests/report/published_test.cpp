@@ -78,11 +78,11 @@ struct Bound {
 };
 const Bound kBounds[] = {
     {"calibration", 5.4 + 0.5, -1},
-    {"evaluation", 20.7 + 0.5, 21.9 + 0.5},
+    {"evaluation", 20.6 + 0.5, 21.9 + 0.5},
     {"megatron-sc21", 5.4 + 0.5, -1},
     {"ds-azure", 23.7 + 0.5, -1},
     {"usp", 29.1 + 0.5, 26.3 + 0.5},
-    {"torchtitan", 12.4 + 0.5, 7.2 + 0.5},
+    {"torchtitan", 7.7 + 0.5, 7.2 + 0.5},
     {"pythia", 10.1 + 0.5, -1},
     {"zero-offload", 14.5 + 0.5, 11.9 + 0.5},
     {"zeropp", 31.1 + 0.5, 41.9 + 0.5},
@@ -128,7 +128,7 @@ TEST(reportPublished, BundledCasesSimulateWithinTheTargets) {
   const PublishedSummary s =
       validate_published(pinned::cases_of("flow"), pinned::settings_of("flow"));
   EXPECT_EQ(s.skipped, 0);
-  EXPECT_EQ(s.simulated, 22);
+  EXPECT_EQ(s.simulated, 24);
   expect_pinned(s, "flow");
   EXPECT_LE(s.mape_exact_pct, 12.0);
   double sum = 0;

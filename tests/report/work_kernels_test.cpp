@@ -109,7 +109,8 @@ double work_seconds(const json& doc, WorkKind kind) {
 }
 
 // The block's time as priced, and the GPU's time alone: the same block under FSDP, whose model
-// code has no dispatch count (a layer block's GPU cost does not depend on the framework).
+// code has no dispatch count, compiled (fused kernels, as Megatron's: a layer block's GPU cost
+// then does not depend on the framework).
 struct BlockTimes {
   double priced = 0, gpu = 0;
 };
@@ -119,6 +120,7 @@ BlockTimes block_times(json doc, WorkKind kind) {
   t.priced = work_seconds(doc, kind);
   doc["parallel"]["framework"] = "fsdp";
   doc["zero"]["stage"] = 3;
+  doc["training"]["torch_compile"] = true;
   t.gpu = work_seconds(doc, kind);
   return t;
 }
@@ -291,6 +293,31 @@ TEST(workKernels, OpLevelCheckpointIsRefusedWhereItIsNotSimulated) {
   EXPECT_EQ(key("llama3-8b", "deepspeed", 1, false), "parallel.recompute");
   EXPECT_EQ(key("mixtral-8x7b", "fsdp", 1, false), "parallel.recompute");
   EXPECT_EQ(key("llama3-8b", "fsdp", 2, false), "parallel.sequence_parallel");
+}
+
+// torch.compile matters where the model code would run op by op: torchtitan's (framework
+// fsdp), whose eager step is slower by the unfused elementwise traffic; elsewhere it is refused.
+TEST(workKernels, TorchCompileFusesTorchtitansElementwiseOps) {
+  auto with = [](const char* framework, bool compile) {
+    return resolve_scenario({{"model", "llama3-8b"},
+                             {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+                             {"training", {{"micro_batch_size", 1}, {"torch_compile", compile}}},
+                             {"parallel", {{"framework", framework}}},
+                             {"zero", {{"stage", 3}}},
+                             {"sim", {{"allow_oom", true}}}});
+  };
+  const Scenario eager = with("fsdp", false), compiled = with("fsdp", true);
+  EXPECT_GT(eager.layer_work(false).elementwise_bytes, compiled.layer_work(false).elementwise_bytes);
+  EXPECT_GT(simulate_step(eager).report.step_time_s, simulate_step(compiled).report.step_time_s);
+  // Megatron's layers are fused kernels: its step is priced as compiled.
+  EXPECT_EQ(with("megatron", false).layer_work(false).elementwise_bytes,
+            compiled.layer_work(false).elementwise_bytes);
+  try {
+    with("megatron", true);
+    ADD_FAILURE() << "torch_compile with megatron accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "training.torch_compile");
+  }
 }
 
 }  // namespace
