@@ -219,13 +219,13 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
                                                                : WorkKind::MlpForward;
       double t = layer_block_seconds(k, true);
       if (part == BackwardPart::Weight) return t;  // B recomputed what W needs
+      if (rc == Recompute::SelectiveOp) {
+        return t + layer_block_seconds(op_checkpoint_recompute(kind, s_, layer), false);
+      }
       const WorkKernels forward = work_kernels(fwd, s_, layer);
       if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
       if (rc == Recompute::Selective && forward.attention_flops) {
         t += attention_seconds(*forward.attention_flops, false);
-      }
-      if (rc == Recompute::SelectiveOp) {
-        t += layer_block_seconds(op_checkpoint_recompute(kind, s_, layer), false);
       }
       return t;
     }

@@ -1,7 +1,6 @@
 #include "sim/parallel/stage_builder.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "sim/cluster/gpu_generation.h"
 #include "sim/parallel/schedules.h"
@@ -67,16 +66,11 @@ Template StageBuilder::build() {
                                         s_.parallel.sequence_parallel, r,
                                         s_.training.flash_attention, moe, cp);
   };
-  auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
   layer_tensors_ = tensors(s_.parallel.recompute, false);
   layer_tensors_full_ = tensors(Recompute::None, false);
-  activation_layer_ = sum(layer_tensors_);
-  activation_layer_full_ = sum(layer_tensors_full_);
   if (m.is_moe()) {
     moe_layer_tensors_ = tensors(s_.parallel.recompute, true);
     moe_layer_tensors_full_ = tensors(Recompute::None, true);
-    activation_moe_layer_ = sum(moe_layer_tensors_);
-    activation_moe_layer_full_ = sum(moe_layer_tensors_full_);
   }
   if (splits_backward(s_)) {
     // W computes each GEMM's weight gradient from the GEMM's input and its output's gradient

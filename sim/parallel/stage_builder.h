@@ -5,6 +5,7 @@
 // answers come from its policy (framework_policy.h); each concern has its own part: Zero3Params,
 // GradientReducer, Offload, ParamGather.
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "sim/parallel/framework_policy.h"
@@ -75,9 +76,8 @@ class StageBuilder {
   // Activation bytes of one layer kept for backward (with the scenario's recomputation) and
   // recomputed in a full-recompute backward; the loss's logits (saved for backward, and the extra
   // during its forward and its backward); a TP collective's and a pipeline transfer's buffer.
-  double activation_layer_ = 0, activation_layer_full_ = 0;
-  double activation_moe_layer_ = 0, activation_moe_layer_full_ = 0;  // an MoE layer's
-  // The tensors those bytes are made of (activation_tensors_per_layer), for the allocator.
+  // Each layer's saved activations as tensors (activation_tensors_per_layer): with the
+  // scenario's recomputation, and without (full); an MoE layer's apart. The allocator places them.
   std::vector<double> layer_tensors_, layer_tensors_full_;
   std::vector<double> moe_layer_tensors_, moe_layer_tensors_full_;
   const std::vector<double>& layer_tensors(int layer, bool full) const {
@@ -86,10 +86,11 @@ class StageBuilder {
                 : (moe ? moe_layer_tensors_ : layer_tensors_);
   }
   // What layer `layer` keeps for its backward (`full`: without recomputation).
+  // A layer's saved activations (full: without recomputation), the sum of its tensors in
+  // order, as activation_bytes_per_layer sums them.
   Bytes layer_activations(int layer, bool full) const {
-    const bool moe = s_.model.is_moe_layer(layer);
-    return static_cast<Bytes>(full ? (moe ? activation_moe_layer_full_ : activation_layer_full_)
-                                   : (moe ? activation_moe_layer_ : activation_layer_));
+    const std::vector<double>& t = layer_tensors(layer, full);
+    return static_cast<Bytes>(std::accumulate(t.begin(), t.end(), 0.0));
   }
   // What a layer's backward recomputes and holds until its backward ends: the whole forward's
   // activations (full recomputation), or those torchtitan's op-level policy did not save.

@@ -39,7 +39,7 @@ namespace {
 // replay dispatches every forward op and returns the saved ones' outputs. Selective
 // recomputation replays only the attention core, whose ops are not counted apart: it adds none.
 std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h, WorkKind k) {
-  const bool full = s.parallel.recompute == Recompute::Full ||
+  const bool replays_forward = s.parallel.recompute == Recompute::Full ||
                     s.parallel.recompute == Recompute::SelectiveOp;
   switch (k) {
     case WorkKind::AttentionForward: return h.attention_forward_ops;
@@ -48,10 +48,11 @@ std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h,
     case WorkKind::MlpForward:
     case WorkKind::MoeForward: return h.mlp_forward_ops;
     case WorkKind::AttentionBackward:
-      return h.attention_backward_ops + (full ? h.attention_forward_ops : 0);
+      return h.attention_backward_ops + (replays_forward ? h.attention_forward_ops : 0);
     case WorkKind::MlpBackward:
     case WorkKind::MoeBackward:
-      return h.mlp_backward_ops + (full ? h.mlp_forward_ops + h.checkpoint_ops_per_layer : 0);
+      return h.mlp_backward_ops +
+             (replays_forward ? h.mlp_forward_ops + h.checkpoint_ops_per_layer : 0);
     default: return 0;
   }
 }

@@ -288,9 +288,6 @@ void fp8_gather_rules(const Scenario& s) {
   }
 }
 
-// torchtitan's op-level checkpointing: where it is simulated. Its save policy counts the
-// matmuls of torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP
-// plan makes the norms sequence-parallel.
 // torch.compile changes what zerosim prices only where the model code would otherwise run op by
 // op: torchtitan's (framework fsdp).
 void compile_rules(const Scenario& s) {
@@ -301,6 +298,9 @@ void compile_rules(const Scenario& s) {
   }
 }
 
+// torchtitan's op-level checkpointing: where it is simulated. Its save policy counts the
+// matmuls of torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP
+// plan makes the norms sequence-parallel.
 void recompute_rules(const Scenario& s) {
   if (s.parallel.recompute != Recompute::SelectiveOp) return;
   const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";
