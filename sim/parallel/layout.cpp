@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/scenario/pipeline_split.h"
+
 namespace zerosim::plan_detail {
 
 std::string unit_op_name(const Unit& u, const char* pass) {
@@ -80,11 +82,10 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   const Unit moe = m.is_moe() ? block_unit(moe_block, tp, WorkKind::MoeForward,
                                            WorkKind::MoeBackward, "moe")
                               : Unit{};
+  const std::vector<std::int64_t> layers = virtual_stage_layers(s);
   int layer = 0;
   for (int g = 0; g < virtual_stages; ++g) {
-    int count = static_cast<int>(m.num_layers / virtual_stages) +
-                (g < m.num_layers % virtual_stages ? 1 : 0);
-    for (int i = 0; i < count; ++i, ++layer) {
+    for (std::int64_t i = 0; i < layers[static_cast<std::size_t>(g)]; ++i, ++layer) {
       per_virtual[g].push_back(attention);
       per_virtual[g].push_back(m.is_moe_layer(layer) ? moe : mlp);
       per_virtual[g][per_virtual[g].size() - 2].layer = layer;

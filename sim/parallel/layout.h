@@ -36,9 +36,9 @@ std::int64_t small_tensor_elements(const Unit& u);
 // "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.
 std::string unit_op_name(const Unit& u, const char* pass);
 
-// Units of every virtual stage g = chunk * pp + stage, in model order. Each holds an even share
-// of the layers (the first ones get the remainder); the embedding rides with virtual stage 0
-// and the head with the last.
+// Units of every virtual stage g = chunk * pp + stage, in model order. Each holds the layers
+// Megatron's split gives it (virtual_stage_layers, sim/scenario/pipeline_split.h); the embedding
+// rides with virtual stage 0 and the head with the last.
 std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s);
 
 // The units of pipeline stage `stage`, one list per interleaved chunk.

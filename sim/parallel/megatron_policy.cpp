@@ -23,8 +23,9 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   g.stream = overlap && g.when != ReduceWhen::AfterBackward ? Stream::DpComm
                                                             : hook_stream(s, g.when);
   // Megatron accumulates and reduces gradients in fp32 when training in bf16
-  // (accumulate_allreduce_grads_in_fp32).
-  g.bytes_per_element = sixteen_bit(s.training.precision) == Precision::Bf16 ? 4 : 2;
+  // (accumulate_allreduce_grads_in_fp32; parallel.grad_reduce_in_fp32).
+  const bool fp32_grads = s.parallel.grad_reduce_in_fp32;
+  g.bytes_per_element = fp32_grads ? 4 : 2;
   // Megatron-core gives pipeline ranks after the first one a single bucket
   // (distributed_data_parallel.py: bucket_size None when pp_rank > 0).
   g.first_bucket_limit = g.bucket_limit = overlap && stage > 0
@@ -43,11 +44,12 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   // maximum in place ("In-place subtraction reduces memory pressure"), so the forward holds
   // 2 + 4 bytes per logit; the fp32 softmax is saved (4); the backward turns it into the
   // gradient in place and the cast's backward adds its 16-bit copy (2). The defaults.
-  // The step: the main parameters' gradients are the main_grad buffer itself in bf16 (.float() of
-  // an fp32 tensor is no copy); with fp16 gradients it is an fp32 copy (4 bytes per updated
-  // element; the Megatron-LM README counts it: fp16 params and grads take 20 bytes per parameter,
-  // 4 + 16/d with the distributed optimizer). Apex/TE FusedAdam keeps no temporaries.
-  p.memory.step_bytes_per_element = sixteen_bit(s.training.precision) == Precision::Bf16 ? 0 : 4;
+  // The step: the main parameters' gradients are the main_grad buffer itself when it is fp32
+  // (.float() of an fp32 tensor is no copy); with 16-bit gradients it is an fp32 copy (4 bytes
+  // per updated element; the Megatron-LM README counts it: fp16 params and grads take 20 bytes
+  // per parameter, 4 + 16/d with the distributed optimizer). Apex/TE FusedAdam keeps no
+  // temporaries.
+  p.memory.step_bytes_per_element = fp32_grads ? 0 : 4;
   p.host = megatron_gpt_layer_host_ops();
   return p;
 }

@@ -156,6 +156,16 @@ KeySpec int_key(std::string path, json def, std::int64_t min, std::int64_t max, 
   return k;
 }
 
+// An int key whose 0 means "not given" (an optional Megatron argument): echoed as null then, so
+// that the echo resolves to itself.
+template <class Get>
+KeySpec optional_int_key(std::string path, std::int64_t min, std::int64_t max, std::string help,
+                         Get get) {
+  KeySpec k = int_key(std::move(path), nullptr, min, max, std::move(help), get);
+  k.echo = [get](const Scenario& s) { return get(s) == 0 ? json() : json(get(s)); };
+  return k;
+}
+
 template <class Get>
 KeySpec count_key(std::string path, json def, std::string help, Get get, AutoRule rule = {}) {
   KeySpec k = entry(std::move(path), "count", std::move(def), std::move(help));
@@ -368,6 +378,29 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
   t.push_back(int_key("parallel.virtual_stages", 1, 1, kMaxDegree,
                       "interleaved pipeline stages per GPU", FIELD(parallel.virtual_stages))
                   .in_cases("parallel.virtual_stages"));
+  // Megatron-core's TransformerConfig names (Megatron-LM --decoder-first-pipeline-num-layers,
+  // --decoder-last-pipeline-num-layers, --account-for-embedding-in-pipeline-split,
+  // --account-for-loss-in-pipeline-split); the rules are in pipeline_split.cpp.
+  t.push_back(optional_int_key("parallel.num_layers_in_first_pipeline_stage", 1, kMaxDegree,
+                               "layers on the first pipeline stage (Megatron-core's uneven "
+                               "split; default: an even share)",
+                               FIELD(parallel.first_stage_layers))
+                  .in_cases("parallel.num_layers_in_first_pipeline_stage"));
+  t.push_back(optional_int_key("parallel.num_layers_in_last_pipeline_stage", 1, kMaxDegree,
+                               "layers on the last pipeline stage (Megatron-core's uneven "
+                               "split; default: an even share)",
+                               FIELD(parallel.last_stage_layers))
+                  .in_cases("parallel.num_layers_in_last_pipeline_stage"));
+  t.push_back(bool_key("parallel.account_for_embedding_in_pipeline_split", false,
+                       "count the embedding as a layer of the first virtual stage when splitting "
+                       "layers over pipeline stages (Megatron-core)",
+                       FIELD(parallel.account_for_embedding_in_pipeline_split))
+                  .in_cases("parallel.account_for_embedding_in_pipeline_split"));
+  t.push_back(bool_key("parallel.account_for_loss_in_pipeline_split", false,
+                       "count the output layer and loss as a layer of the last virtual stage when "
+                       "splitting layers over pipeline stages (Megatron-core)",
+                       FIELD(parallel.account_for_loss_in_pipeline_split))
+                  .in_cases("parallel.account_for_loss_in_pipeline_split"));
   t.push_back(enum_key("parallel.pipeline_schedule", nullptr, kPipelineScheduleNames,
                        "pipeline schedule (default: interleaved when virtual_stages > 1, else "
                        "1f1b; zero-bubble is ZB-H1; dualpipe is refused, not simulated yet)",
@@ -394,6 +427,17 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "all-gather overlapped with the next step's forward",
                        FIELD(parallel.overlap_param_gather))
                   .in_cases("parallel.overlap_param_gather"));
+  KeySpec fp32_grads = bool_key("parallel.grad_reduce_in_fp32", nullptr,
+                                "Megatron-core's DDP grad_reduce_in_fp32: gradients accumulated "
+                                "and reduced in fp32 (default: true with bf16 or fp8, as "
+                                "Megatron-LM sets it unless --grad-reduce-in-bf16; false with fp16)",
+                                FIELD(parallel.grad_reduce_in_fp32));
+  // Only Megatron has it: the echo of another framework's scenario leaves it out.
+  fp32_grads.echo = [](const Scenario& s) {
+    return s.parallel.framework == Framework::Megatron ? json(s.parallel.grad_reduce_in_fp32)
+                                                       : json();
+  };
+  t.push_back(fp32_grads.in_cases("parallel.grad_reduce_in_fp32"));
 }
 
 // DeepSpeed's zero_optimization section, with DeepSpeed's names and units.

@@ -7,6 +7,7 @@
 #include "sim/core/error.h"
 #include "sim/input/json_input.h"
 #include "sim/scenario/keys.h"
+#include "sim/scenario/pipeline_split.h"
 
 namespace zerosim {
 namespace {
@@ -163,21 +164,24 @@ void parallel_rules(Scenario& s, const Given& given) {
     s.training.moe_grouped_gemm = s.parallel.framework == Framework::Megatron;
 }
 
-// Interleaving needs pp > 1 and Megatron's even split of layers; the schedule defaults to
-// interleaved exactly when there are virtual stages.
+// Interleaving needs pp > 1 and a split of the layers Megatron accepts (pipeline_split.cpp);
+// the schedule defaults to interleaved exactly when there are virtual stages.
 void pipeline_rules(Scenario& s, const Given& given) {
   ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
-  if (p.virtual_stages > 1) {
-    if (p.pp == 1) {
-      throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
-    }
-    if (m.num_layers % (static_cast<std::int64_t>(p.pp) * p.virtual_stages) != 0) {
-      throw InputError("parallel.virtual_stages",
-                       "model.num_layers (" + std::to_string(m.num_layers) +
-                           ") must be divisible by pp x virtual_stages = " +
-                           std::to_string(p.pp * p.virtual_stages) + " (Megatron's rule)");
-    }
+  if (p.virtual_stages > 1 && p.pp == 1) {
+    throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
+  }
+  virtual_stage_layers(s);  // throws on a split Megatron refuses
+  if (megatron_would_refuse_split(s)) {
+    const std::int64_t longer = m.num_layers % p.pp;
+    s.warnings.push_back(
+        {"parallel.pp", "does not divide model.num_layers (" + std::to_string(m.num_layers) +
+                            "): Megatron refuses this split unless "
+                            "parallel.num_layers_in_first_pipeline_stage / _last_ or "
+                            "parallel.account_for_embedding_in_pipeline_split / _loss_ say how; "
+                            "simulated with the first " + std::to_string(longer) +
+                            " stages one layer longer"});
   }
   if (p.pipeline_schedule == PipelineSchedule::DualPipe) {
     throw InputError("parallel.pipeline_schedule",
@@ -371,10 +375,19 @@ void zero_rules(Scenario& s, const Given& given) {
 }
 
 // Megatron's overlap flags: DDP (stage 0) or the distributed optimizer (stage 1); the
-// parameter gather exists only with the distributed optimizer (Megatron asserts it).
-void megatron_rules(const Scenario& s) {
-  const ParallelConfig& p = s.parallel;
+// parameter gather exists only with the distributed optimizer (Megatron asserts it). Its
+// gradients are fp32 with bf16 unless the user says otherwise.
+void megatron_rules(Scenario& s, const Given& given) {
+  ParallelConfig& p = s.parallel;
   const int zs = s.zero.stage;
+  if (given("parallel.grad_reduce_in_fp32") && p.framework != Framework::Megatron) {
+    throw InputError("parallel.grad_reduce_in_fp32",
+                     "a Megatron-core DDP setting: needs parallel.framework megatron (DeepSpeed's "
+                     "is zero.communication_data_type)");
+  }
+  if (!given("parallel.grad_reduce_in_fp32"))
+    p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
+                            sixteen_bit(s.training.precision) == Precision::Bf16;
   if (p.overlap_grad_reduce && !(p.framework == Framework::Megatron && zs <= 1)) {
     throw InputError("parallel.overlap_grad_reduce",
                      "a Megatron-LM flag: needs parallel.framework megatron and zero.stage 0 "
@@ -506,7 +519,7 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
   batch_rules(s, given);
   precision_rules(s);
   zero_rules(s, given);
-  megatron_rules(s);
+  megatron_rules(s, given);
   sharding_variant_rules(s);
   fp8_gather_rules(s);
   recompute_rules(s);

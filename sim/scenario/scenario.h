@@ -112,12 +112,21 @@ struct ParallelConfig {
   // consecutive ones share each sample (cp is inner to dp in Megatron's rank order).
   int dp_cp() const { return dp * cp; }
   int virtual_stages = 1;
+  // Megatron-core's uneven pipeline split (sim/scenario/pipeline_split.h): the layers of the
+  // first and the last pipeline stage (0: an even share), or the embedding and the loss counted
+  // as a layer each on the first and the last virtual stage.
+  std::int64_t first_stage_layers = 0, last_stage_layers = 0;
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
   PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::None;
   Framework framework = Framework::DeepSpeed;
   bool overlap_grad_reduce = false;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather
+  // Megatron's main_grad buffer and its reduction in fp32 (DDP config grad_reduce_in_fp32;
+  // Megatron-LM turns it on for bf16 unless --grad-reduce-in-bf16), else in the 16-bit dtype.
+  bool grad_reduce_in_fp32 = false;
 };
 
 // DeepSpeed's zero_optimization section, with DeepSpeed's names and units (bucket sizes and

@@ -61,6 +61,27 @@ TEST(frameworkPolicy, MegatronReducesFp32GradientsInItsBuckets) {
   EXPECT_EQ(policy_of(doc).grads.bytes_per_element, 2);
 }
 
+TEST(frameworkPolicy, MegatronGradientsIn16BitsWhenTheUserSaysSo) {
+  // Megatron-core's DDP config grad_reduce_in_fp32 = False (Megatron-LM --grad-reduce-in-bf16;
+  // Megatron-Bridge's performance recipes set it): main_grad is bf16 and reduced in bf16, and the
+  // optimizer step makes the fp32 copy of each updated gradient (.float() of a bf16 buffer: 4
+  // bytes per element), which the fp32 buffer did not need.
+  json doc = tiny_doc(8, {{"stage", 1}});
+  doc["parallel"] = {{"framework", "megatron"}};
+  EXPECT_EQ(policy_of(doc).memory.step_bytes_per_element, 0);
+  doc["parallel"]["grad_reduce_in_fp32"] = false;
+  EXPECT_EQ(policy_of(doc).grads.bytes_per_element, 2);
+  EXPECT_EQ(policy_of(doc).grads.reduce_bytes_per_element, 2);
+  EXPECT_EQ(policy_of(doc).memory.step_bytes_per_element, 4);
+  // fp16 with fp32 reduction asked for (--accumulate-allreduce-grads-in-fp32).
+  doc["training"]["precision"] = "fp16";
+  doc["parallel"]["grad_reduce_in_fp32"] = true;
+  EXPECT_EQ(policy_of(doc).grads.bytes_per_element, 4);
+  // Another framework's reduction dtype is its own key.
+  doc["parallel"]["framework"] = "deepspeed";
+  EXPECT_EQ(testing_plan::input_error_key(doc), "parallel.grad_reduce_in_fp32");
+}
+
 TEST(frameworkPolicy, HybridShardingCombinesReplicasAsEachFrameworkDoes) {
   // PyTorch FSDP HYBRID_SHARD all-reduces each reduced shard across replicas right away
   // (_runtime_utils._reduce_grad); DeepSpeed MiCS once per step (mics.py, all_reduce_coalesced

@@ -1,0 +1,145 @@
+#include "sim/scenario/pipeline_split.h"
+
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace zerosim {
+
+namespace {
+
+constexpr const char* kFirstKey = "parallel.num_layers_in_first_pipeline_stage";
+constexpr const char* kLastKey = "parallel.num_layers_in_last_pipeline_stage";
+constexpr const char* kEmbeddingKey = "parallel.account_for_embedding_in_pipeline_split";
+constexpr const char* kLossKey = "parallel.account_for_loss_in_pipeline_split";
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// The key the user set first among the uneven-split keys (for an error that names one).
+const char* uneven_key(const ParallelConfig& p) {
+  if (p.first_stage_layers > 0) return kFirstKey;
+  if (p.last_stage_layers > 0) return kLastKey;
+  if (p.account_for_embedding_in_pipeline_split) return kEmbeddingKey;
+  return kLossKey;
+}
+
+bool uneven_split(const ParallelConfig& p) {
+  return p.first_stage_layers > 0 || p.last_stage_layers > 0 ||
+         p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
+}
+
+// --decoder-first/last-pipeline-num-layers: the given stages hold their count, the middle
+// stages share the rest evenly; every stage's count splits evenly over its virtual stages.
+std::vector<std::int64_t> first_last_split(const ParallelConfig& p, std::int64_t layers) {
+  const int vp = p.virtual_stages;
+  std::int64_t middle = layers;
+  int middle_stages = p.pp;
+  for (auto [key, count] : {std::pair{kFirstKey, p.first_stage_layers},
+                            std::pair{kLastKey, p.last_stage_layers}}) {
+    if (count == 0) continue;
+    if (count % vp != 0) {
+      throw InputError(key, "must be divisible by parallel.virtual_stages (" + str(vp) + "), got " +
+                                str(count) + " (Megatron-core's rule)");
+    }
+    middle -= count;
+    --middle_stages;
+  }
+  if (middle < 0) {
+    throw InputError(uneven_key(p), "the first and last stages' layers exceed model.num_layers (" +
+                                        str(layers) + ")");
+  }
+  if ((middle > 0) != (middle_stages > 0)) {
+    throw InputError(uneven_key(p),
+                     "leaves " + str(middle) + " layers for " + str(middle_stages) +
+                         " middle pipeline stages; Megatron-core needs both or neither");
+  }
+  if (middle_stages > 0 && middle % middle_stages != 0) {
+    throw InputError(uneven_key(p), "leaves " + str(middle) + " layers, which the " +
+                                        str(middle_stages) +
+                                        " middle pipeline stages do not divide (Megatron-core's rule)");
+  }
+  const std::int64_t per_middle = middle_stages > 0 ? middle / middle_stages : 0;
+  if (per_middle % vp != 0) {
+    throw InputError(uneven_key(p), "leaves " + str(per_middle) +
+                                        " layers per middle pipeline stage, which "
+                                        "parallel.virtual_stages (" +
+                                        str(vp) + ") does not divide (Megatron-core's rule)");
+  }
+  std::vector<std::int64_t> out(static_cast<std::size_t>(p.pp) * vp);
+  for (int stage = 0; stage < p.pp; ++stage) {
+    std::int64_t n = per_middle;
+    if (stage == 0 && p.first_stage_layers > 0) n = p.first_stage_layers;
+    if (stage == p.pp - 1 && p.last_stage_layers > 0) n = p.last_stage_layers;
+    for (int chunk = 0; chunk < vp; ++chunk) out[static_cast<std::size_t>(chunk) * p.pp + stage] = n / vp;
+  }
+  return out;
+}
+
+// --account-for-embedding/loss-in-pipeline-split: the embedding and the loss each take a layer's
+// place on the first and the last virtual stage.
+std::vector<std::int64_t> accounted_split(const ParallelConfig& p, std::int64_t layers) {
+  const int vp = p.virtual_stages;
+  const std::int64_t counted = layers + (p.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                               (p.account_for_loss_in_pipeline_split ? 1 : 0);
+  if (counted % p.pp != 0) {
+    throw InputError("parallel.pp", "must divide model.num_layers (" + str(layers) +
+                                        ") with the embedding and loss counted as layers (" +
+                                        str(counted) + "), got " + str(p.pp) +
+                                        " (Megatron-core's rule)");
+  }
+  if ((counted / p.pp) % vp != 0) {
+    throw InputError("parallel.virtual_stages",
+                     "must divide the " + str(counted / p.pp) +
+                         " layers per pipeline stage (the embedding and loss counted as layers), "
+                         "got " + str(vp) + " (Megatron-core's rule)");
+  }
+  std::vector<std::int64_t> out(static_cast<std::size_t>(p.pp) * vp, counted / p.pp / vp);
+  if (p.account_for_embedding_in_pipeline_split) --out.front();
+  if (p.account_for_loss_in_pipeline_split) --out.back();
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const std::int64_t layers = s.model.num_layers;
+  if (uneven_split(p)) {
+    if (p.framework != Framework::Megatron) {
+      throw InputError(uneven_key(p), "is Megatron-core's pipeline split; allowed with "
+                                      "parallel.framework megatron (got another framework)");
+    }
+    if (p.pp == 1) {
+      throw InputError(uneven_key(p), "splits layers over pipeline stages; needs parallel.pp > 1");
+    }
+    if ((p.first_stage_layers > 0 || p.last_stage_layers > 0) &&
+        (p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split)) {
+      throw InputError(uneven_key(p),
+                       "cannot be combined with parallel.account_for_embedding_in_pipeline_split "
+                       "or parallel.account_for_loss_in_pipeline_split (Megatron-core refuses "
+                       "both together)");
+    }
+    return p.first_stage_layers > 0 || p.last_stage_layers > 0 ? first_last_split(p, layers)
+                                                              : accounted_split(p, layers);
+  }
+  const std::int64_t virtual_stages = std::int64_t{p.pp} * p.virtual_stages;
+  if (p.virtual_stages > 1 && layers % virtual_stages != 0) {
+    throw InputError("parallel.virtual_stages",
+                     "model.num_layers (" + str(layers) +
+                         ") must be divisible by pp x virtual_stages = " + str(virtual_stages) +
+                         " (Megatron's rule; parallel.num_layers_in_first_pipeline_stage and "
+                         "the other uneven-split keys say otherwise)");
+  }
+  std::vector<std::int64_t> out(static_cast<std::size_t>(virtual_stages));
+  for (std::int64_t g = 0; g < virtual_stages; ++g)
+    out[static_cast<std::size_t>(g)] = layers / virtual_stages + (g < layers % virtual_stages ? 1 : 0);
+  return out;
+}
+
+bool megatron_would_refuse_split(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  return p.framework == Framework::Megatron && !uneven_split(p) && p.pp > 1 &&
+         s.model.num_layers % p.pp != 0;
+}
+
+}  // namespace zerosim
