@@ -166,6 +166,41 @@ KeySpec optional_int_key(std::string path, std::int64_t min, std::int64_t max, s
   return k;
 }
 
+// Megatron-core's pipeline_model_parallel_layout: its string form as given, or its list form
+// (one list of layer names per virtual stage) written as that string.
+KeySpec layout_key(std::string path, std::string help) {
+  KeySpec k = entry(std::move(path), "layout", nullptr, std::move(help));
+  k.read = [p = k.path](const json& v, Scenario& s) {
+    if (v.is_string()) {
+      s.parallel.pipeline_layout = v.get<std::string>();
+      return;
+    }
+    const std::string allowed =
+        "Megatron-core's layout string (e.g. \"Et*3|(tt|)*29,L\") or a list of lists of "
+        "'embedding', 'decoder', 'mtp', 'loss'";
+    if (!v.is_array() || v.empty()) throw InputError(p, "expected " + allowed + ", got " + v.dump());
+    std::string layout;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string at = p + "[" + std::to_string(i) + "]";
+      if (!v[i].is_array()) throw InputError(at, "expected a list of layer names, got " + v[i].dump());
+      if (i > 0) layout += '|';
+      for (const json& name : v[i]) {
+        const std::string n = name.is_string() ? name.get<std::string>() : name.dump();
+        if (n == "embedding") layout += 'E';
+        else if (n == "decoder") layout += 't';
+        else if (n == "mtp") layout += 'm';
+        else if (n == "loss") layout += 'L';
+        else throw InputError(at, "unknown layer '" + n + "'; allowed: embedding, decoder, mtp, loss");
+      }
+    }
+    s.parallel.pipeline_layout = layout;
+  };
+  k.echo = [](const Scenario& s) {
+    return s.parallel.pipeline_layout.empty() ? json() : json(s.parallel.pipeline_layout);
+  };
+  return k;
+}
+
 template <class Get>
 KeySpec count_key(std::string path, json def, std::string help, Get get, AutoRule rule = {}) {
   KeySpec k = entry(std::move(path), "count", std::move(def), std::move(help));
@@ -401,6 +436,11 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "splitting layers over pipeline stages (Megatron-core)",
                        FIELD(parallel.account_for_loss_in_pipeline_split))
                   .in_cases("parallel.account_for_loss_in_pipeline_split"));
+  t.push_back(layout_key("parallel.pipeline_model_parallel_layout",
+                         "Megatron-core's explicit pipeline layout: virtual stages separated by "
+                         "'|', E the embedding, t a decoder layer, L the loss, (..)*n and x*n "
+                         "repeats (e.g. \"Et|(tt|)*30,L\"), or its list form; sets "
+                         "virtual_stages").in_cases("parallel.pipeline_model_parallel_layout"));
   t.push_back(enum_key("parallel.pipeline_schedule", nullptr, kPipelineScheduleNames,
                        "pipeline schedule (default: interleaved when virtual_stages > 1, else "
                        "1f1b; zero-bubble is ZB-H1; dualpipe is refused, not simulated yet)",

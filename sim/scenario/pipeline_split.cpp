@@ -1,5 +1,7 @@
 #include "sim/scenario/pipeline_split.h"
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "sim/core/error.h"
@@ -13,10 +15,97 @@ constexpr const char* kLastKey = "parallel.num_layers_in_last_pipeline_stage";
 constexpr const char* kEmbeddingKey = "parallel.account_for_embedding_in_pipeline_split";
 constexpr const char* kLossKey = "parallel.account_for_loss_in_pipeline_split";
 
+constexpr const char* kLayoutKey = "parallel.pipeline_model_parallel_layout";
+
 std::string str(std::int64_t v) { return std::to_string(v); }
+
+// Unrolls "*n" repeats the way Megatron-core's parse_str_to_list does: first every "(x)*n" whose
+// x holds no ')' (left to right, replaced text not rescanned), then every "c*n" of one character.
+std::string unroll(const std::string& in, bool parenthesised) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < in.size()) {
+    std::size_t body_begin = i, body_end = i + 1;  // the repeated text [body_begin, body_end)
+    std::size_t star = i + 1;
+    if (parenthesised) {
+      const std::size_t close = in[i] == '(' ? in.find(')', i + 1) : std::string::npos;
+      if (close == std::string::npos || close == i + 1) {
+        out += in[i++];
+        continue;
+      }
+      body_begin = i + 1;
+      body_end = close;
+      star = close + 1;
+    }
+    std::size_t digits = star + 1;
+    while (digits < in.size() && std::isdigit(static_cast<unsigned char>(in[digits]))) ++digits;
+    if (star >= in.size() || in[star] != '*' || digits == star + 1) {
+      out += in[i++];
+      continue;
+    }
+    const std::string count = in.substr(star + 1, digits - star - 1);
+    if (count.size() > 6) throw InputError(kLayoutKey, "repeat count " + count + " is too large");
+    const std::string body = in.substr(body_begin, body_end - body_begin);
+    for (int n = std::stoi(count); n > 0; --n) out += body;
+    if (out.size() > (std::size_t{1} << 24)) throw InputError(kLayoutKey, "unrolls to too long a layout");
+    i = digits;
+  }
+  return out;
+}
+
+// The layout's virtual stages, each a string of layer characters (E, t, m, L).
+std::vector<std::string> layout_stages(const std::string& layout) {
+  std::string text;
+  for (char c : layout)
+    if (c != ',') text += c;  // Megatron-core drops commas (cosmetic)
+  text = unroll(unroll(text, true), false);
+  std::vector<std::string> stages(1);
+  for (char c : text) {
+    if (c == '|') {
+      stages.emplace_back();
+    } else if (c == 'E' || c == 't' || c == 'm' || c == 'L') {
+      stages.back() += c;
+    } else {
+      throw InputError(kLayoutKey, std::string("unknown layer character '") + c +
+                                       "'; allowed: E (embedding), t (decoder layer), m (MTP), "
+                                       "L (loss), | between virtual stages, (..)*n and x*n");
+    }
+  }
+  return stages;
+}
+
+// Megatron-core's validate_layer_layout, less what zerosim cannot run (MTP layers).
+std::vector<std::int64_t> layout_split(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const std::vector<std::string> stages = layout_stages(p.pipeline_layout);
+  if (stages.size() % static_cast<std::size_t>(p.pp) != 0) {
+    throw InputError(kLayoutKey, "has " + str(static_cast<std::int64_t>(stages.size())) +
+                                     " virtual stages, which parallel.pp (" + str(p.pp) +
+                                     ") does not divide");
+  }
+  std::string flat;
+  for (const std::string& st : stages) flat += st;
+  auto count = [&](char c) { return std::count(flat.begin(), flat.end(), c); };
+  if (flat.empty() || flat.front() != 'E' || count('E') != 1)
+    throw InputError(kLayoutKey, "must start with the embedding (E), and hold it once");
+  if (flat.back() != 'L' || count('L') != 1)
+    throw InputError(kLayoutKey, "must end with the loss (L), and hold it once");
+  if (count('m') > 0) {
+    throw InputError(kLayoutKey, "places multi-token-prediction layers (m), which zerosim's models "
+                                 "do not have (MTP is not simulated yet)");
+  }
+  if (count('t') != s.model.num_layers) {
+    throw InputError(kLayoutKey, "holds " + str(count('t')) + " decoder layers (t); model.num_layers is " +
+                                     str(s.model.num_layers));
+  }
+  std::vector<std::int64_t> out;
+  for (const std::string& st : stages) out.push_back(std::count(st.begin(), st.end(), 't'));
+  return out;
+}
 
 // The key the user set first among the uneven-split keys (for an error that names one).
 const char* uneven_key(const ParallelConfig& p) {
+  if (!p.pipeline_layout.empty()) return kLayoutKey;
   if (p.first_stage_layers > 0) return kFirstKey;
   if (p.last_stage_layers > 0) return kLastKey;
   if (p.account_for_embedding_in_pipeline_split) return kEmbeddingKey;
@@ -25,7 +114,8 @@ const char* uneven_key(const ParallelConfig& p) {
 
 bool uneven_split(const ParallelConfig& p) {
   return p.first_stage_layers > 0 || p.last_stage_layers > 0 ||
-         p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
+         p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split ||
+         !p.pipeline_layout.empty();
 }
 
 // --decoder-first/last-pipeline-num-layers: the given stages hold their count, the middle
@@ -112,15 +202,23 @@ std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
     if (p.pp == 1) {
       throw InputError(uneven_key(p), "splits layers over pipeline stages; needs parallel.pp > 1");
     }
-    if ((p.first_stage_layers > 0 || p.last_stage_layers > 0) &&
-        (p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split)) {
+    const bool first_last = p.first_stage_layers > 0 || p.last_stage_layers > 0;
+    const bool accounted =
+        p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;
+    if (!p.pipeline_layout.empty()) {
+      if (first_last || accounted) {
+        throw InputError(kLayoutKey, "cannot be combined with the other pipeline split keys "
+                                     "(Megatron-core refuses it)");
+      }
+      return layout_split(s);
+    }
+    if (first_last && accounted) {
       throw InputError(uneven_key(p),
                        "cannot be combined with parallel.account_for_embedding_in_pipeline_split "
                        "or parallel.account_for_loss_in_pipeline_split (Megatron-core refuses "
                        "both together)");
     }
-    return p.first_stage_layers > 0 || p.last_stage_layers > 0 ? first_last_split(p, layers)
-                                                              : accounted_split(p, layers);
+    return first_last ? first_last_split(p, layers) : accounted_split(p, layers);
   }
   const std::int64_t virtual_stages = std::int64_t{p.pp} * p.virtual_stages;
   if (p.virtual_stages > 1 && layers % virtual_stages != 0) {
@@ -134,6 +232,10 @@ std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
   for (std::int64_t g = 0; g < virtual_stages; ++g)
     out[static_cast<std::size_t>(g)] = layers / virtual_stages + (g < layers % virtual_stages ? 1 : 0);
   return out;
+}
+
+int pipeline_layout_virtual_stages(const Scenario& s) {
+  return static_cast<int>(layout_stages(s.parallel.pipeline_layout).size()) / s.parallel.pp;
 }
 
 bool megatron_would_refuse_split(const Scenario& s) {

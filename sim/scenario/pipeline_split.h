@@ -7,6 +7,9 @@
 //    num_layers_in_last_pipeline_stage; --decoder-first/last-pipeline-num-layers): the given
 //    count on that stage, split evenly over its virtual stages; the other layers evenly over the
 //    middle stages.
+//  - An explicit layout (pipeline_model_parallel_layout, --pipeline-model-parallel-layout): the
+//    decoder layers (t) of each virtual stage as its string says, parsed as Megatron-core's
+//    PipelineParallelLayerLayout parses it; MTP layers (m) are refused.
 //  - The embedding and the loss counted as layers (account_for_embedding_in_pipeline_split,
 //    account_for_loss_in_pipeline_split): (num_layers + 1 or 2) split evenly, less one layer on
 //    the first virtual stage of the first stage (the embedding's) and on the last virtual stage
@@ -26,6 +29,10 @@ namespace zerosim {
 // longer (DeepSpeed's and nanotron's pipelines accept it; Megatron does not: see
 // pipeline_split_warning).
 std::vector<std::int64_t> virtual_stage_layers(const Scenario& s);
+
+// The virtual stages per pipeline stage an explicit layout implies (its stages / pp; throws on a
+// layout that does not parse).
+int pipeline_layout_virtual_stages(const Scenario& s);
 
 // True when the split is the remainder-first one that Megatron itself would refuse
 // (framework megatron, num_layers not divisible by pp, no uneven-split key).

@@ -169,6 +169,17 @@ void parallel_rules(Scenario& s, const Given& given) {
 void pipeline_rules(Scenario& s, const Given& given) {
   ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
+  if (!p.pipeline_layout.empty() && p.pp > 1) {
+    // Megatron-core derives the virtual stages from the layout, and refuses a different count.
+    const int detected = pipeline_layout_virtual_stages(s);
+    if (given("parallel.virtual_stages") && p.virtual_stages != detected) {
+      throw InputError("parallel.virtual_stages",
+                       "conflicts with parallel.pipeline_model_parallel_layout, which has " +
+                           std::to_string(detected) + " virtual stages per pipeline stage; got " +
+                           std::to_string(p.virtual_stages));
+    }
+    p.virtual_stages = detected;
+  }
   if (p.virtual_stages > 1 && p.pp == 1) {
     throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
   }

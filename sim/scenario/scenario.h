@@ -118,6 +118,9 @@ struct ParallelConfig {
   std::int64_t first_stage_layers = 0, last_stage_layers = 0;
   bool account_for_embedding_in_pipeline_split = false;
   bool account_for_loss_in_pipeline_split = false;
+  // Or Megatron-core's explicit layout (pipeline_model_parallel_layout), in its string form:
+  // virtual stages separated by '|', E the embedding, t a decoder layer, L the loss; "" = none.
+  std::string pipeline_layout;
   PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::None;

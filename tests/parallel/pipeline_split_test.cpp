@@ -1,5 +1,5 @@
 // Megatron-core's pipeline split (uneven first / last stages, the embedding and loss counted as
-// layers) against a reference written here from Megatron-core's arithmetic
+// layers, explicit layouts) against a reference written here from Megatron-core's arithmetic
 // (transformer_block.py get_num_layers_to_build, transformer_layer.py
 // get_transformer_layer_offset), and what the split does to the plan: each stage holds and runs
 // the layers it was given, parameters are conserved, and Megatron's refusals are refused.
@@ -182,6 +182,94 @@ TEST(parallelPipelineSplit, RefusesWhatMegatronRefuses) {
   // The keys are Megatron-core's: other frameworks split their own way.
   EXPECT_EQ(key({61, 8, 1, 5, 8}, [](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
             first);
+}
+
+json layout_doc(int layers, int pp, const json& layout) {
+  json doc = split_doc({layers, pp, 1});
+  doc["parallel"].erase("virtual_stages");
+  doc["parallel"]["pipeline_model_parallel_layout"] = layout;
+  return doc;
+}
+
+// Megatron-core's pipeline_model_parallel_layout, unrolled by hand: the decoder layers of each
+// virtual stage in list order (virtual stage g = chunk x pp + stage), numbered in that order.
+TEST(parallelPipelineSplit, ExplicitLayoutsPlaceLayersWhereTheySay) {
+  struct Layout {
+    int layers, pp;
+    json layout;
+    std::vector<std::int64_t> counts;
+  };
+  std::vector<std::int64_t> dsv3_pp4_vp8 = {1}, dsv3_pp4_vp4 = {4};
+  for (int i = 0; i < 30; ++i) dsv3_pp4_vp8.push_back(2);
+  dsv3_pp4_vp8.push_back(0);
+  for (int i = 0; i < 14; ++i) dsv3_pp4_vp4.push_back(4);
+  dsv3_pp4_vp4.push_back(1);
+  const std::vector<Layout> layouts = {
+      // Megatron-Bridge's DeepSeek-V3 layouts (performance configs) without their MTP layer.
+      {61, 4, "Et|(tt|)*30,L", dsv3_pp4_vp8},
+      {61, 4, "Et*4|(t*4|)*14tL", dsv3_pp4_vp4},
+      {4, 2, "Ett|t|tL|", {2, 1, 1, 0}},
+      {3, 2, "Et|t||tL", {1, 1, 0, 1}},
+      {3, 2, json::array({json::array({"embedding", "decoder"}), json::array({"decoder"}), json::array(),
+                          json::array({"decoder", "loss"})}), {1, 1, 0, 1}},
+  };
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.layout.dump());
+    const Scenario s = resolve_scenario(layout_doc(l.layers, l.pp, l.layout));
+    EXPECT_EQ(s.parallel.virtual_stages, static_cast<int>(l.counts.size()) / l.pp);
+    EXPECT_EQ(virtual_stage_layers(s), l.counts);
+    const auto units = plan_detail::virtual_stage_units(s);
+    int next = 0;
+    for (std::size_t g = 0; g < units.size(); ++g) {
+      std::vector<int> got;
+      for (const plan_detail::Unit& u : units[g])
+        if (u.layer >= 0 && (got.empty() || got.back() != u.layer)) got.push_back(u.layer);
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(l.counts[g])) << "virtual stage " << g;
+      for (int layer : got) EXPECT_EQ(layer, next++);
+    }
+    // The plan runs it, every stage with its layers.
+    const TrainingPlan tp = build_training_plan(s, true);
+    for (int rank = 0; rank < l.pp; ++rank) {
+      std::int64_t expected = 0;
+      for (std::size_t g = static_cast<std::size_t>(rank); g < l.counts.size(); g += l.pp)
+        expected += l.counts[g];
+      EXPECT_EQ(tp.stages[static_cast<std::size_t>(rank)].layers, expected);
+    }
+  }
+}
+
+TEST(parallelPipelineSplit, LayoutsMegatronRefusesAreRefused) {
+  const std::string key = "parallel.pipeline_model_parallel_layout";
+  auto refused = [](int layers, int pp, const json& layout,
+                    const std::function<void(json&)>& edit = {}) {
+    json doc = layout_doc(layers, pp, layout);
+    if (edit) edit(doc);
+    try {
+      resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(refused(4, 2, "Ett|tL"), key);                   // 3 decoder layers for 4
+  EXPECT_EQ(refused(3, 2, "tEt|tL"), key);                   // the embedding not first
+  EXPECT_EQ(refused(3, 2, "Ett|tLL"), key);                  // two losses
+  EXPECT_EQ(refused(3, 2, "Ett|Lt"), key);                   // the loss not last
+  EXPECT_EQ(refused(3, 2, "Ett|t|tL"), key);                 // 3 virtual stages over pp 2
+  EXPECT_EQ(refused(3, 2, "Etx|ttL"), key);                  // no such layer
+  EXPECT_EQ(refused(61, 4, "Ettt|(tt|)*29,m|L"), key);       // MTP (Megatron-core's own example)
+  EXPECT_EQ(refused(3, 2, json::array({json::array({"embedding", "encoder"}),
+                                                      json::array({"loss"})})), key + "[0]");
+  EXPECT_EQ(refused(3, 1, "EtttL"), key);                    // no pipeline to lay out
+  EXPECT_EQ(refused(3, 2, "Et|t|t|L", [](json& d) { d["parallel"]["virtual_stages"] = 1; }),
+            "parallel.virtual_stages");
+  EXPECT_EQ(refused(3, 2, "Et|t|t|L", [](json& d) { d["parallel"]["virtual_stages"] = 2; }),
+            "(accepted)");
+  EXPECT_EQ(refused(3, 2, "Et|ttL",
+                    [](json& d) { d["parallel"]["num_layers_in_first_pipeline_stage"] = 1; }),
+            key);
+  EXPECT_EQ(refused(3, 2, "Et|ttL", [](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
+            key);
 }
 
 TEST(parallelPipelineSplit, AnUnevenSplitMegatronWouldRefuseIsWarnedAbout) {
