@@ -245,22 +245,27 @@ namespace {
 
 // The GEMMs of a block's linears on one TP rank: a column-parallel linear splits its output
 // columns (n), a row-parallel one its input rows (k); an expert sees its balanced share of the
-// routed tokens, ceil(tokens x top_k / num_experts).
+// routed tokens, ceil(tokens x top_k / num_experts). The routed experts are split by expert_tp;
+// below tp (expert TP 1 with the EP groups across TP: Megatron-core's MoE parallel folding) a
+// rank routes only its own 1 / (tp / expert_tp) of the tokens (sequence parallelism).
 void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std::int64_t tokens,
-                std::int64_t tp, std::int64_t ep, double load_imbalance) {
+                std::int64_t tp, std::int64_t ep, double load_imbalance,
+                std::int64_t expert_tp) {
   for (const Linear& l : b.linears) {
-    std::int64_t rows = tokens, copies = l.copies;
+    std::int64_t rows = tokens, copies = l.copies, split = tp;
     if (l.routed) {
+      split = expert_tp;
       // In 128 bits: tokens x top_k x ep may pass 2^63 for inputs validation allows.
-      const __int128 routed = static_cast<__int128>(tokens) * m.moe.top_k * ep;
+      const __int128 routed =
+          static_cast<__int128>(tokens / (tp / expert_tp)) * m.moe.top_k * ep;
       rows = static_cast<std::int64_t>((routed + m.moe.num_experts - 1) / m.moe.num_experts);
       // The busiest rank's experts (expert parallelism); on one rank the rows sum to the same.
       if (load_imbalance != 1.0 && ep > 1)
         rows = static_cast<std::int64_t>(std::ceil(static_cast<double>(rows) * load_imbalance));
       copies = l.copies / ep;
     }
-    out.push_back({l.name, rows, l.split == TpSplit::Column ? l.out / tp : l.out,
-                   l.split == TpSplit::Row ? l.in / tp : l.in, copies, l.routed});
+    out.push_back({l.name, rows, l.split == TpSplit::Column ? l.out / split : l.out,
+                   l.split == TpSplit::Row ? l.in / split : l.in, copies, l.routed});
   }
 }
 
@@ -269,8 +274,9 @@ void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std:
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer,
                              std::int64_t ep, double load_imbalance, std::int64_t cp,
-                             bool eager_ops) {
+                             bool eager_ops, std::int64_t expert_tp) {
   check_parallel(m, micro_batch, tp);
+  if (expert_tp == 0) expert_tp = tp;
   if (cp < 1 || m.seq_length % cp != 0)
     throw InputError("parallel.cp", "must divide the sequence length (" +
                                         std::to_string(m.seq_length) + "), got " + std::to_string(cp));
@@ -289,9 +295,9 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   // Megatron TP: QKV and MLP up (+gate, fused) are column-parallel (n split), the attention
   // output projection and MLP down are row-parallel (k split). With sequence parallelism the
   // inputs are all-gathered first, so the GEMM shapes are the same.
-  push_gemms(w.gemms, m, attention_block(m), tokens, tp, 1, 1.0);
+  push_gemms(w.gemms, m, attention_block(m), tokens, tp, 1, 1.0, tp);
   w.attention_gemms = w.gemms.size();
-  push_gemms(w.gemms, m, mlp_block(m, moe), tokens, tp, ep, load_imbalance);
+  push_gemms(w.gemms, m, mlp_block(m, moe), tokens, tp, ep, load_imbalance, expert_tp);
 
   // The attention core, split across TP ranks by heads and across CP ranks by queries (each
   // holds 1 / cp of the causal work: Megatron-core's load-balanced chunks). Training attention
@@ -354,14 +360,16 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   // Not split by TP: the MoE block's token permutation and un-permutation (each reads and
   // writes top_k copies of every token: 2 x 2 x 2B x sbh x top_k) and the router's fp32 softmax
   // and top-k over the expert scores (read and write, 8 bytes per score). Megatron's experts
-  // see every token of the TP group (its dispatchers all-gather them with sequence parallelism).
+  // see every token of the TP group (its dispatchers all-gather them with sequence parallelism),
+  // unless expert TP 1 spreads the EP groups across TP: then each rank routes its own tokens.
   double routed = 0;
   if (moe) {
     const double k = static_cast<double>(m.moe.top_k);
     split = activation * b * s *
             (k * static_cast<double>(m.moe.expert_ffn_hidden_size) +
              static_cast<double>(m.moe.shared_ffn_hidden_size));
-    routed = 8.0 * k * sbh + 8.0 * b * s * static_cast<double>(m.moe.num_experts);
+    routed = (8.0 * k * sbh + 8.0 * b * s * static_cast<double>(m.moe.num_experts)) /
+             static_cast<double>(tp / expert_tp);
   }
   // Rotary on Q and K; MLA rotates only the qk_rope_head_dim slice of each query head and the
   // one shared rotary key.
@@ -465,8 +473,10 @@ std::vector<CheckpointedMatmul> op_checkpoint_matmuls(const ModelSpec& m, std::i
 std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
                                                  std::int64_t tp, bool sequence_parallel,
                                                  Recompute recompute, bool flash_attention,
-                                                 bool moe_layer, std::int64_t cp) {
+                                                 bool moe_layer, std::int64_t cp,
+                                                 std::int64_t expert_tp) {
   check_parallel(m, micro_batch, tp);
+  if (expert_tp == 0) expert_tp = tp;
   const double c = static_cast<double>(cp);  // context parallelism: s / cp tokens per rank
   const double s = static_cast<double>(m.seq_length);
   const double b = static_cast<double>(micro_batch);
@@ -516,7 +526,7 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
   // group): the permuted tokens (the experts' GEMM input, top_k copies of each token, 2 bytes)
   // and the experts' outputs before the weighted combine (as many), and the router's fp32
   // probabilities (4 bytes per token and expert) that the combine's and the softmax's backward
-  // read.
+  // read; split by tp / expert_tp when the EP groups span TP (each rank routes its own tokens).
   const int intermediates = m.mlp == MlpKind::Relu ? 1 : gated(m) ? 3 : 2;
   double width = s * b * static_cast<double>(m.ffn_hidden_size);
   const bool moe = moe_layer && m.is_moe();
@@ -529,9 +539,10 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
   for (int i = 0; i < intermediates; ++i) split(2.0 * width);
   if (moe) {
     const double k = static_cast<double>(m.moe.top_k);
-    whole(2.0 * k * sbh);
-    whole(2.0 * k * sbh);
-    whole(4.0 * s * b * static_cast<double>(m.moe.num_experts));
+    const double own = static_cast<double>(tp / expert_tp);
+    whole(2.0 * k * sbh / own);
+    whole(2.0 * k * sbh / own);
+    whole(4.0 * s * b * static_cast<double>(m.moe.num_experts) / own);
   }
   if (m.is_mla()) {
     // MLA by the same rules: Q and K at the query/key width, V and the out-projection input at
@@ -567,10 +578,10 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
 
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
-                                  bool moe_layer, std::int64_t cp) {
+                                  bool moe_layer, std::int64_t cp, std::int64_t expert_tp) {
   double sum = 0;
   for (double bytes : activation_tensors_per_layer(m, micro_batch, tp, sequence_parallel, recompute,
-                                                   flash_attention, moe_layer, cp)) {
+                                                   flash_attention, moe_layer, cp, expert_tp)) {
     sum += bytes;
   }
   return sum;

@@ -208,10 +208,14 @@ struct LayerWork {
 // load-balanced chunks) and computes 1 / cp of its attention core: every GEMM, elementwise and
 // attention term divides by cp. `eager_ops`: the elementwise ops run one PyTorch kernel each,
 // as torchtitan's model code does without torch.compile (model.cpp counts them), not fused.
+// `expert_tp` (0: tp) splits the routed experts; 1 under tp > 1 is Megatron-core's MoE parallel
+// folding with expert TP 1: the EP groups span TP, and a rank routes only its own tokens (its
+// 1 / tp of them under sequence parallelism) to whole experts.
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer = false,
                              std::int64_t ep = 1, double load_imbalance = 1.0,
-                             std::int64_t cp = 1, bool eager_ops = false);
+                             std::int64_t cp = 1, bool eager_ops = false,
+                             std::int64_t expert_tp = 0);
 
 // torchtitan's op-level selective activation checkpointing (activation_checkpoint.mode
 // "selective" with selective_ac_option "op"; torchtitan/parallelisms/parallelize_llama.py at
@@ -260,13 +264,15 @@ double model_flops_per_token(const ModelSpec& m);
 // are refused for it by the scenario). The sum of activation_tensors_per_layer.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
-                                  bool moe_layer = false, std::int64_t cp = 1);
+                                  bool moe_layer = false, std::int64_t cp = 1,
+                                  std::int64_t expert_tp = 0);
 // The tensors activation_bytes_per_layer counts, one entry per tensor (bytes per GPU): the
 // caching allocator places them one by one (sim/memory/caching_allocator.h).
 std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
                                                  std::int64_t tp, bool sequence_parallel,
                                                  Recompute recompute, bool flash_attention,
-                                                 bool moe_layer = false, std::int64_t cp = 1);
+                                                 bool moe_layer = false, std::int64_t cp = 1,
+                                                 std::int64_t expert_tp = 0);
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

@@ -21,13 +21,14 @@ namespace {
 
 // A layer block as one rank of its TP group holds it. Megatron replicates over TP what it does
 // not split: the block's norms (and other small replicated tensors), the biases of row-parallel
-// linears and the linears it does not split at all (the router, MLA's down-projections).
-Unit block_unit(const Block& b, std::int64_t tp, WorkKind forward, WorkKind backward,
-                const char* label) {
+// linears and the linears it does not split at all (the router, MLA's down-projections). The
+// routed experts are split by expert_tp: tp, or 1 when the EP groups span TP (whole experts).
+Unit block_unit(const Block& b, std::int64_t tp, std::int64_t expert_tp, WorkKind forward,
+                WorkKind backward, const char* label) {
   Unit u{forward, backward, -1, 0, label, 0, b.replicated_tensors, {}};
   std::int64_t split = 0, replicated = b.replicated_params, experts = 0;
   for (const Linear& l : b.linears) {
-    const bool whole = l.split == TpSplit::Replicated;
+    const bool whole = l.split == TpSplit::Replicated || (l.routed && expert_tp == 1);
     const std::int64_t weight = l.copies * l.in * l.out;
     const std::int64_t bias = l.bias ? l.copies * l.out : 0;
     (whole ? replicated : split) += weight;
@@ -72,14 +73,15 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
                             shard(pc.embedding, position_table + embedding_norm), "embedding",
                             position_table > 0 ? 2 : 1, embedding_norm > 0 ? norm_tensors : 0,
                             embedding_weights});
-  const Unit attention = block_unit(attention_block(m), tp, WorkKind::AttentionForward,
+  const Unit attention = block_unit(attention_block(m), tp, tp, WorkKind::AttentionForward,
                                     WorkKind::AttentionBackward, "attention");
-  const Unit mlp = block_unit(mlp_block(m, false), tp, WorkKind::MlpForward, WorkKind::MlpBackward, "mlp");
+  const Unit mlp =
+      block_unit(mlp_block(m, false), tp, tp, WorkKind::MlpForward, WorkKind::MlpBackward, "mlp");
   // With expert parallelism a rank holds num_experts / ep of the routed experts.
   Block moe_block = m.is_moe() ? mlp_block(m, true) : Block{};
   for (Linear& l : moe_block.linears)
     if (l.routed) l.copies /= par.ep;
-  const Unit moe = m.is_moe() ? block_unit(moe_block, tp, WorkKind::MoeForward,
+  const Unit moe = m.is_moe() ? block_unit(moe_block, tp, s.expert_tp(), WorkKind::MoeForward,
                                            WorkKind::MoeBackward, "moe")
                               : Unit{};
   const std::vector<std::int64_t> layers = virtual_stage_layers(s);

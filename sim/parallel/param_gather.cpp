@@ -25,7 +25,7 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
                   "param all_gather", {after});
     if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "param gather flat copies", stream);
     if (experts > 0) {
-      const std::int64_t edp = s_.parallel.dp_cp() / s_.parallel.ep;
+      const std::int64_t edp = s_.expert_dp();
       e_.collective(Peer::Edp, CollectiveKind::AllGather, 2 * experts * edp, stream,
                     "expert param all_gather", {after});
     }

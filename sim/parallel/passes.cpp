@@ -9,7 +9,8 @@ void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, B
   // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
   // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
   // after the block and an all-gather before the next, each moving half an all-reduce.
-  if (s_.parallel.tp == 1) return;
+  // (An MoE block whose EP groups span TP has none: bytes 0.)
+  if (s_.parallel.tp == 1 || bytes == 0) return;
   std::int32_t last;
   if (s_.parallel.sequence_parallel) {
     std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, bytes,

@@ -26,8 +26,8 @@ class Instantiator {
                TrainingPlan& out)
       : s_(s), templates_(templates), fold_(fold), out_(out), plan_(out.plan),
         tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp_cp()),
-        dp_all_(s.parallel.dp_cp()), k_(dp_subgroup_size(s)), ep_(s.parallel.ep),
-        cp_(s.parallel.cp) {}
+        dp_all_(s.parallel.dp_cp()), k_(dp_subgroup_size(s)), ep_(s.ep_dp_span()),
+        ep_span_tp_(s.experts_span_tp()), cp_(s.parallel.cp) {}
 
   void run() {
     plan_.num_ranks = tp_ * dp_ * pp_;
@@ -51,6 +51,7 @@ class Instantiator {
     for (int st = 0; st < pp_; ++st) {
       for (int t = 0; t < tp_; ++t) data_parallel_groups(st, t);
       for (int d = 0; d < dp_; ++d) tensor_parallel_group(st, d);
+      if (ep_span_tp_) expert_groups_across_tp(st);
     }
     pipeline_groups();
     make_collectives();
@@ -75,12 +76,18 @@ class Instantiator {
 
   // The cluster ranks a group stands for: with folding, a DP group (or a sub-group of one) of one
   // member stands for the DP indices `folded_dp` (all of them for the whole DP group; the first
-  // block or the first strided group for the sub-groups); other groups map member by member.
+  // block or the first strided group for the sub-groups); an expert-parallel group across TP
+  // (`across_tp`), of one member per TP rank, for those DP indices at every TP rank, in rank
+  // order; other groups map member by member.
   void add_cost(const std::vector<std::int32_t>& ranks, GroupKind kind,
-                const std::vector<int>& folded_dp) {
+                const std::vector<int>& folded_dp, bool across_tp) {
     if (!fold_) return;
-    if (kind == GroupKind::Dp || kind == GroupKind::Ep || kind == GroupKind::Cp) {  // DP indices
-      const int first = plan_.real_rank[ranks[0]];
+    if (across_tp) {
+      const int st = plan_.real_rank[ranks[0]] / (tp_ * dp_all_);
+      for (int d : folded_dp)
+        for (int t = 0; t < tp_; ++t) plan_.cost_ranks.push_back(real_rank_of(st, d, t));
+    } else if (kind == GroupKind::Dp || kind == GroupKind::Ep || kind == GroupKind::Cp) {
+      const int first = plan_.real_rank[ranks[0]];  // DP indices
       const int st = first / (tp_ * dp_all_), t = first % tp_;
       for (int d : folded_dp) plan_.cost_ranks.push_back(real_rank_of(st, d, t));
     } else {
@@ -89,8 +96,8 @@ class Instantiator {
     plan_.cost_begin.push_back(static_cast<std::uint32_t>(plan_.cost_ranks.size()));
   }
   int add_group(const std::vector<std::int32_t>& ranks, const std::string& name, GroupKind kind,
-                const std::vector<int>& folded_dp = {}) {
-    add_cost(ranks, kind, folded_dp.empty() ? every_dp_ : folded_dp);
+                const std::vector<int>& folded_dp = {}, bool across_tp = false) {
+    add_cost(ranks, kind, folded_dp.empty() ? every_dp_ : folded_dp, across_tp);
     plan_.group_ranks.insert(plan_.group_ranks.end(), ranks.begin(), ranks.end());
     plan_.group_begin.push_back(static_cast<std::uint32_t>(plan_.group_ranks.size()));
     plan_.group_names.push_back(name);
@@ -109,15 +116,23 @@ class Instantiator {
     for (int d = 0; d < dp_; ++d) join(rank_of(st, d, t), Peer::Dp, g, d);
     if (k_ > 1) {
       const SubGroups replicas{Peer::DpReplica, GroupKind::Dp, "dp-replica", first_replica_};
-      split_dp(st, t, k_, {Peer::DpShard, GroupKind::Dp, "dp-shard", first_shard_}, &replicas);
+      const SubGroups shards{Peer::DpShard, GroupKind::Dp, "dp-shard", first_shard_};
+      split_dp(st, t, k_, &shards, &replicas);
     }
-    if (ep_ > 1) {
+    // Expert parallelism: groups of ep_ consecutive DP ranks and the strided expert-data-parallel
+    // groups; when the EP groups span TP (expert TP 1), ep_ = ep / tp DP indices, and the EP
+    // groups themselves are built across the TP ranks (expert_groups_across_tp).
+    if (ep_ > 1 || ep_span_tp_) {
       const SubGroups replicas{Peer::Edp, GroupKind::Dp, "edp", first_expert_replica_};
-      split_dp(st, t, ep_, {Peer::Ep, GroupKind::Ep, "ep", first_expert_group_}, &replicas);
+      const SubGroups experts{Peer::Ep, GroupKind::Ep, "ep", first_expert_group_};
+      split_dp(st, t, ep_, ep_span_tp_ ? nullptr : &experts, &replicas);
     }
     // The cp consecutive ranks sharing each sample (their strided groups, the DP groups without
     // CP, carry nothing: gradients are reduced over the whole dp x cp group).
-    if (cp_ > 1) split_dp(st, t, cp_, {Peer::Cp, GroupKind::Cp, "cp", first_context_group_}, nullptr);
+    if (cp_ > 1) {
+      const SubGroups context{Peer::Cp, GroupKind::Cp, "cp", first_context_group_};
+      split_dp(st, t, cp_, &context, nullptr);
+    }
   }
 
   // One kind of sub-group of a DP group: its peer, its kind, its name, and the DP indices its
@@ -130,17 +145,17 @@ class Instantiator {
   };
 
   // The DP group of (stage, tp index) split by k: blocks of k consecutive DP ranks and the groups
-  // of the ranks at the same position in each block. Folded, the one DP member stands for the
-  // first of each.
-  void split_dp(int st, int t, int k, const SubGroups& blocks, const SubGroups* strides) {
+  // of the ranks at the same position in each block (either may be left out). Folded, the one DP
+  // member stands for the first of each.
+  void split_dp(int st, int t, int k, const SubGroups* blocks, const SubGroups* strides) {
     const int block = fold_ ? 1 : k, count = fold_ ? 1 : dp_all_ / k;
     const std::string where = " s" + std::to_string(st) + " t" + std::to_string(t);
-    for (int j = 0; j < count; ++j) {
+    for (int j = 0; blocks && j < count; ++j) {
       std::vector<std::int32_t> members;
       for (int i = 0; i < block; ++i) members.push_back(rank_of(st, j * k + i, t));
-      const int g = add_group(members, blocks.name + std::to_string(j) + where, blocks.kind,
-                              blocks.folded_dp);
-      for (int i = 0; i < block; ++i) join(members[i], blocks.peer, g, i);
+      const int g = add_group(members, blocks->name + std::to_string(j) + where, blocks->kind,
+                              blocks->folded_dp);
+      for (int i = 0; i < block; ++i) join(members[i], blocks->peer, g, i);
     }
     for (int i = 0; strides && i < block; ++i) {
       std::vector<std::int32_t> members;
@@ -148,6 +163,22 @@ class Instantiator {
       const int g = add_group(members, strides->name + std::to_string(i) + where, strides->kind,
                               strides->folded_dp);
       for (int j = 0; j < count; ++j) join(members[j], strides->peer, g, j);
+    }
+  }
+
+  // Expert parallelism across TP (expert TP 1, Megatron-core's MoE parallel folding): each group
+  // is the ep_ consecutive DP indices of a block at every TP rank, ep consecutive ranks in rank
+  // order. Folded, the TP ranks of the first DP index stand for the first block.
+  void expert_groups_across_tp(int st) {
+    const int block = fold_ ? 1 : ep_, count = fold_ ? 1 : dp_all_ / ep_;
+    for (int j = 0; j < count; ++j) {
+      std::vector<std::int32_t> members;
+      for (int i = 0; i < block; ++i)
+        for (int t = 0; t < tp_; ++t) members.push_back(rank_of(st, j * ep_ + i, t));
+      const int g = add_group(members, "ep" + std::to_string(j) + " s" + std::to_string(st),
+                              GroupKind::Ep, first_expert_group_, true);
+      for (std::size_t n = 0; n < members.size(); ++n)
+        join(members[n], Peer::Ep, g, static_cast<int>(n));
     }
   }
 
@@ -258,7 +289,10 @@ class Instantiator {
   const bool fold_;
   TrainingPlan& out_;
   Plan& plan_;
-  const int tp_, pp_, dp_, dp_all_, k_, ep_, cp_;
+  // ep_: the DP indices one expert-parallel group spans (Scenario::ep_dp_span).
+  const int tp_, pp_, dp_, dp_all_, k_, ep_;
+  const bool ep_span_tp_;
+  const int cp_;
   std::vector<int> every_dp_, first_shard_, first_replica_;
   std::vector<int> first_expert_group_, first_expert_replica_, first_context_group_;
   // group_of_[rank][peer]: the group a rank's ops of that peer kind run on; position in it.

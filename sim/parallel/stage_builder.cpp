@@ -23,7 +23,7 @@ void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunk
                                                                 : s.parallel.dp_cp());
   if (s.parallel.ep > 1) {
     // Experts over the expert-data-parallel group, the rest over the DP group.
-    info.expert_partition = ceil_div(experts, s.parallel.dp_cp() / s.parallel.ep);
+    info.expert_partition = ceil_div(experts, s.expert_dp());
     info.dp_partition = ceil_div(phi - experts, s.parallel.dp_cp()) + info.expert_partition;
   }
   // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
@@ -64,7 +64,7 @@ Template StageBuilder::build() {
   auto tensors = [&](Recompute r, bool moe) {
     return activation_tensors_per_layer(m, s_.training.micro_batch_size, tp,
                                         s_.parallel.sequence_parallel, r,
-                                        s_.training.flash_attention, moe, cp);
+                                        s_.training.flash_attention, moe, cp, s_.expert_tp());
   };
   layer_tensors_ = tensors(s_.parallel.recompute, false);
   layer_tensors_full_ = tensors(Recompute::None, false);
@@ -110,12 +110,16 @@ Template StageBuilder::build() {
   // ranks of their experts, and gets as many back; the busiest rank's share scales with the
   // routing imbalance. With TP and sequence parallelism each TP rank dispatches its 1 / tp of
   // the tokens, and the TP group then gathers what its experts received (top_k times a dense
-  // block's TP collectives: Megatron-core's all-to-all dispatcher with expert TP = TP).
+  // block's TP collectives: Megatron-core's all-to-all dispatcher with expert TP = TP). With
+  // expert TP 1 and the EP groups across TP the all-to-all alone moves the routed tokens; only
+  // the shared experts, split as the dense MLP is, keep a dense block's TP collectives.
   if (s_.parallel.ep > 1) {
     ep_all_to_all_bytes_ = static_cast<Bytes>(
         2.0 * sb * static_cast<double>(m.moe.top_k) * m.hidden_size *
         s_.training.moe_load_imbalance / (s_.parallel.sequence_parallel ? tp : 1));
-    moe_tp_activation_bytes_ = tp_activation_bytes_ * m.moe.top_k;
+    moe_tp_activation_bytes_ = s_.experts_span_tp()
+                                   ? (m.moe.shared_ffn_hidden_size > 0 ? tp_activation_bytes_ : 0)
+                                   : tp_activation_bytes_ * m.moe.top_k;
   } else {
     moe_tp_activation_bytes_ = tp_activation_bytes_;
   }

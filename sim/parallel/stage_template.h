@@ -22,7 +22,8 @@ namespace zerosim::plan_detail {
 // groups of the ranks at the same position in each (dp_subgroup_size gives k). Ep and Edp split
 // it alike with k = parallel.ep: the expert-parallel groups (consecutive DP ranks, which exchange
 // tokens) and the expert-data-parallel groups (the ranks holding the same experts, which reduce
-// their gradients). Cp: the cp consecutive ranks of the dp x cp group that share a sample
+// their gradients); with expert TP 1 and ep a multiple of tp (Scenario::experts_span_tp) an Ep
+// group is ep / tp consecutive DP indices at every TP rank, and Edp splits by k = ep / tp. Cp: the cp consecutive ranks of the dp x cp group that share a sample
 // (context parallelism, cp inner to dp as in Megatron's rank order).
 enum class Peer : std::uint8_t {
   Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica, Ep, Edp, Cp

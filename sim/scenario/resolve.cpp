@@ -80,11 +80,12 @@ void expert_parallel_rules(Scenario& s) {
   ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
   if (p.etp == 0) p.etp = p.tp;
-  if (p.etp != p.tp && m.is_moe())
+  if (p.etp != p.tp && m.is_moe() && !s.experts_span_tp())
     s.warnings.push_back({"parallel.etp",
                           std::to_string(p.etp) + ": the expert layers are simulated with the "
                           "dense layers' tensor parallelism, tp = " + std::to_string(p.tp) +
-                          " (a different expert TP degree is not simulated yet)"});
+                          " (expert TP 1 is simulated with ep a multiple of tp; other expert TP "
+                          "degrees are not simulated yet)"});
   if (m.is_moe() && m.moe.num_experts % p.ep != 0)
     throw InputError("parallel.ep", "must divide model.moe.num_experts (" +
                                         std::to_string(m.moe.num_experts) + "), got " +
@@ -98,10 +99,17 @@ void expert_parallel_rules(Scenario& s) {
     throw InputError("parallel.sequence_parallel",
                      "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core "
                      "requires it for MoE with TP); set it true, or tp 1");
-  if (p.dp % p.ep != 0)
+  if (s.experts_span_tp() && p.dp % (p.ep / p.tp) != 0)
+    throw InputError("parallel.ep", "must divide tp x dp (" + std::to_string(p.tp * p.dp) +
+                                        "): with parallel.etp 1 the expert-parallel groups are ep "
+                                        "consecutive ranks of the tp x dp grid (Megatron-core's "
+                                        "MoE parallel folding); got " + std::to_string(p.ep));
+  if (!s.experts_span_tp() && p.dp % p.ep != 0)
     throw InputError("parallel.ep", "must divide the data-parallel degree (" +
                                         std::to_string(p.dp) + "): the expert-parallel groups are "
-                                        "consecutive DP ranks; got " + std::to_string(p.ep));
+                                        "consecutive DP ranks (with parallel.etp 1 and ep a "
+                                        "multiple of tp they span the TP groups); got " +
+                                        std::to_string(p.ep));
   const ZeroConfig& z = s.zero;
   if (z.stage == 3)
     throw InputError("parallel.ep", "expert parallelism with ZeRO stage 3 is not simulated yet; "

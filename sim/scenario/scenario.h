@@ -224,13 +224,29 @@ struct Scenario {
     return parallel.framework == Framework::Megatron && zero.stage <= 1 &&
            parallel.virtual_stages == 1;
   }
+  // Megatron-core's MoE parallel folding with expert TP 1 (parallel.etp 1 under tp > 1, ep a
+  // multiple of tp): each expert-parallel group is ep consecutive ranks of the stage's tp x dp
+  // grid, i.e. whole TP groups of ep / tp consecutive DP indices, and the experts are not split
+  // by TP. Otherwise the groups are ep consecutive DP indices of one TP rank and the experts are
+  // split as the dense layers are.
+  bool experts_span_tp() const {
+    return model.is_moe() && parallel.ep > 1 && parallel.tp > 1 && parallel.etp == 1 &&
+           parallel.ep % parallel.tp == 0;
+  }
+  // The DP indices one expert-parallel group spans; the expert-data-parallel group's size (the
+  // ranks holding the same experts, over which their gradients are reduced); the TP split of the
+  // expert layers.
+  int ep_dp_span() const { return experts_span_tp() ? parallel.ep / parallel.tp : parallel.ep; }
+  int expert_dp() const { return parallel.dp_cp() / ep_dp_span(); }
+  int expert_tp() const { return experts_span_tp() ? 1 : parallel.tp; }
   // The forward work of one layer (at this micro-batch, TP, attention, expert parallelism,
   // routing imbalance and CP): an MoE layer's with `moe`, else a dense layer's.
   LayerWork layer_work(bool moe) const {
     return layer_forward_work(model, training.micro_batch_size, parallel.tp,
                               parallel.sequence_parallel, training.flash_attention, moe,
                               parallel.ep, training.moe_load_imbalance, parallel.cp,
-                              parallel.framework == Framework::Fsdp && !training.torch_compile);
+                              parallel.framework == Framework::Fsdp && !training.torch_compile,
+                              expert_tp());
   }
 };
 

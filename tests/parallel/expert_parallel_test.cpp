@@ -123,6 +123,106 @@ TEST(expertParallel, WithTensorParallelismTheTpGroupGathersTheRoutedTokens) {
   EXPECT_NEAR(two.comm_bytes_per_gpu[3], 2 * 4 * (2.0 * 64 * 2 * 64) / 2, 1e-6);
 }
 
+// Megatron-core's MoE parallel folding with expert TP 1: on tp 2 x dp 4, ep 4 groups are 2 DP
+// indices at both TP ranks (ranks 0-3 and 4-7 of the stage, in rank order), each rank holds one
+// whole expert (8320 parameters per layer, 2 layers), reduced over the expert-data-parallel group
+// of tp x dp / ep = 2 ranks; a rank routes its own 64 tokens (sequence parallelism), so every
+// all-to-all carries 64 x top 2 x 64 x 2 bytes, 3/4 of it to the other ranks of its group, and
+// the MoE blocks have no TP collectives of their own.
+json folded_doc(int gpus, int ep, int experts) {
+  json doc = moe_doc(gpus, {{"stage", 1}}, 1, ep);
+  doc["model"]["moe"]["num_experts"] = experts;
+  doc["parallel"]["tp"] = 2;
+  doc["parallel"]["sequence_parallel"] = true;
+  doc["parallel"]["etp"] = 1;
+  return doc;
+}
+
+TEST(expertParallel, ExpertTp1SpreadsTheExpertGroupsAcrossTp) {
+  json doc = folded_doc(8, 4, 4);
+  doc["sim"] = {{"ranks", "all"}};
+  const Scenario s = resolve_scenario(doc);
+  ASSERT_TRUE(s.experts_span_tp());
+  EXPECT_EQ(s.expert_dp(), 2);
+  EXPECT_TRUE(s.warnings.empty());
+  const Simulation sim = simulate_step(s);
+  const StagePlan& st = sim.plan.stages[0];
+  EXPECT_EQ(st.expert_partition, 2 * 8320 / 2);
+  // The expert-parallel groups, as the plan built them.
+  std::vector<std::vector<std::int32_t>> groups;
+  for (int g = 0; g < sim.plan.plan.num_groups(); ++g) {
+    if (sim.plan.group_kind[static_cast<std::size_t>(g)] != GroupKind::Ep) continue;
+    const std::int32_t* m = sim.plan.plan.group_members(g);
+    groups.emplace_back(m, m + sim.plan.plan.group_size(g));
+  }
+  EXPECT_EQ(groups, (std::vector<std::vector<std::int32_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  // Dispatch and combine, forward and backward, 2 layers.
+  EXPECT_NEAR(sim.report.comm_bytes_per_gpu[3], 2 * 4 * (2.0 * 64 * 2 * 64) * 3 / 4, 1e-6);
+  // Against expert TP 2 (ep 2 inside DP), whose MoE blocks gather top_k = 2 times a dense
+  // block's TP buffer (2 x 128 x 64 bytes, half sent in each of the reduce-scatter and the
+  // all-gather) in each layer's forward and backward: only that TP traffic goes away.
+  json tp_split = moe_doc(8, {{"stage", 1}}, 1, 2);
+  tp_split["parallel"]["tp"] = 2;
+  tp_split["parallel"]["sequence_parallel"] = true;
+  tp_split["sim"] = {{"ranks", "all"}};
+  const StepReport split = simulate_step(resolve_scenario(tp_split)).report;
+  EXPECT_NEAR(split.comm_bytes_per_gpu[1] - sim.report.comm_bytes_per_gpu[1],
+              2 * 2 * 2 * (2.0 * 128 * 64), 1e-6);
+}
+
+// The same expert FLOPs per rank either way: 64 own tokens x top 2 x 4 ranks / 4 experts = 128
+// rows through one whole expert, against 128 tokens x 2 x 2 / 4 = 128 rows through two experts
+// split in half.
+TEST(expertParallel, ExpertTp1GemmsAndActivations) {
+  const Scenario folded = resolve_scenario(folded_doc(8, 4, 4));
+  json split_doc = moe_doc(8, {{"stage", 1}}, 1, 2);
+  split_doc["parallel"]["tp"] = 2;
+  split_doc["parallel"]["sequence_parallel"] = true;
+  const Scenario split = resolve_scenario(split_doc);
+  const LayerWork a = folded.layer_work(true), b = split.layer_work(true);
+  double fa = 0, fb = 0;
+  for (const Gemm& g : a.gemms) {
+    if (!g.expert) continue;
+    EXPECT_EQ(g.m, 128);
+    EXPECT_EQ(g.count, 1);
+    EXPECT_EQ(g.n * g.k, 64 * 64);  // whole
+    fa += g.flops();
+  }
+  for (const Gemm& g : b.gemms) fb += g.expert ? g.flops() : 0;
+  EXPECT_DOUBLE_EQ(fa, fb);
+  // The routed tokens, the experts' outputs (2 x top_k x s x b x h bytes each) and the router's
+  // fp32 probabilities (4 x s x b x E) are each rank's own under expert TP 1: half of them.
+  auto bytes = [](std::int64_t expert_tp) {
+    return activation_bytes_per_layer(resolve_scenario(folded_doc(8, 4, 4)).model, 1, 2, true,
+                                      Recompute::None, true, true, 1, expert_tp);
+  };
+  EXPECT_NEAR(bytes(2) - bytes(1), (2 * 2.0 * 2 * 128 * 64 + 4.0 * 128 * 4) / 2, 1e-6);
+}
+
+// The folded plan (one DP index standing for all) costs the expert groups across TP as the full
+// plan does: 16 ranks on two nodes, one expert group of all of them.
+TEST(expertParallel, ExpertTp1FoldedStepEqualsTheFullOne) {
+  json doc = folded_doc(16, 16, 16);
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+  doc["sim"] = {{"ranks", "folded"}};
+  const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
+  doc["sim"]["ranks"] = "all";
+  const double all = simulate_step(resolve_scenario(doc)).report.step_time_s;
+  EXPECT_EQ(folded, all);
+  EXPECT_GT(folded, 0);
+}
+
+TEST(expertParallel, ExpertTp1RefusalsAndWarnings) {
+  // 16 experts over ep 16 needs tp x dp = 16 ranks; 8 GPUs have 8.
+  EXPECT_EQ(input_error_key(folded_doc(8, 16, 16)), "parallel.ep");
+  // ep below tp with expert TP 1 is not simulated yet: read, simulated as expert TP = tp, warned.
+  json doc = folded_doc(8, 1, 4);
+  const Scenario s = resolve_scenario(doc);
+  EXPECT_FALSE(s.experts_span_tp());
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0].key_path, "parallel.etp");
+}
+
 // What is not simulated yet is refused, naming parallel.ep.
 TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
   auto with = [](int ep, const std::function<void(json&)>& edit) {
