@@ -74,15 +74,21 @@ std::vector<std::string> layout_stages(const std::string& layout) {
   return stages;
 }
 
-// Megatron-core's validate_layer_layout, less what zerosim cannot run (MTP layers).
-std::vector<std::int64_t> layout_split(const Scenario& s) {
-  const ParallelConfig& p = s.parallel;
-  const std::vector<std::string> stages = layout_stages(p.pipeline_layout);
+// The layout's virtual stages, as many as pp divides.
+std::vector<std::string> layout_stages(const ParallelConfig& p) {
+  std::vector<std::string> stages = layout_stages(p.pipeline_layout);
   if (stages.size() % static_cast<std::size_t>(p.pp) != 0) {
     throw InputError(kLayoutKey, "has " + str(static_cast<std::int64_t>(stages.size())) +
                                      " virtual stages, which parallel.pp (" + str(p.pp) +
                                      ") does not divide");
   }
+  return stages;
+}
+
+// Megatron-core's validate_layer_layout, less what zerosim cannot run: MTP layers, and an
+// embedding or a loss off the first or the last virtual stage (zerosim keeps them there).
+std::vector<std::int64_t> layout_split(const Scenario& s) {
+  const std::vector<std::string> stages = layout_stages(s.parallel);
   std::string flat;
   for (const std::string& st : stages) flat += st;
   auto count = [&](char c) { return std::count(flat.begin(), flat.end(), c); };
@@ -90,6 +96,10 @@ std::vector<std::int64_t> layout_split(const Scenario& s) {
     throw InputError(kLayoutKey, "must start with the embedding (E), and hold it once");
   if (flat.back() != 'L' || count('L') != 1)
     throw InputError(kLayoutKey, "must end with the loss (L), and hold it once");
+  if (stages.front().empty() || stages.back().empty()) {
+    throw InputError(kLayoutKey, "puts the embedding or the loss off the first or the last "
+                                 "virtual stage (after an empty one), which is not simulated yet");
+  }
   if (count('m') > 0) {
     throw InputError(kLayoutKey, "places multi-token-prediction layers (m), which zerosim's models "
                                  "do not have (MTP is not simulated yet)");
@@ -235,7 +245,7 @@ std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
 }
 
 int pipeline_layout_virtual_stages(const Scenario& s) {
-  return static_cast<int>(layout_stages(s.parallel.pipeline_layout).size()) / s.parallel.pp;
+  return static_cast<int>(layout_stages(s.parallel).size()) / s.parallel.pp;
 }
 
 bool megatron_would_refuse_split(const Scenario& s) {

@@ -197,8 +197,9 @@ void pipeline_rules(Scenario& s, const Given& given) {
     s.warnings.push_back(
         {"parallel.pp", "does not divide model.num_layers (" + std::to_string(m.num_layers) +
                             "): Megatron refuses this split unless "
-                            "parallel.num_layers_in_first_pipeline_stage / _last_ or "
-                            "parallel.account_for_embedding_in_pipeline_split / _loss_ say how; "
+                            "parallel.num_layers_in_first_pipeline_stage / _last_, "
+                            "parallel.account_for_embedding_in_pipeline_split / _loss_ or "
+                            "parallel.pipeline_model_parallel_layout say how; "
                             "simulated with the first " + std::to_string(longer) +
                             " stages one layer longer"});
   }

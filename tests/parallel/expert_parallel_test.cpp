@@ -90,18 +90,22 @@ TEST(expertParallel, ExpertGemmsPerRank) {
   }
 }
 
-// A folded plan (one replica standing for all) times an expert-parallel step as the full plan
-// does: here each expert group spans two nodes, so the all-to-alls cross the fabric.
-TEST(expertParallel, FoldedStepEqualsTheFullOne) {
-  json doc = moe_doc(16, {{"stage", 1}}, 2, 16);
-  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
-  doc["model"]["moe"]["num_experts"] = 16;
+// A folded plan (one replica standing for all) times the step of `doc` as the full plan does.
+void expect_folded_equals_all(json doc) {
   doc["sim"] = {{"ranks", "folded"}};
   const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
   doc["sim"]["ranks"] = "all";
   const double all = simulate_step(resolve_scenario(doc)).report.step_time_s;
   EXPECT_EQ(folded, all);
   EXPECT_GT(folded, 0);
+}
+
+// Here each expert group spans two nodes, so the all-to-alls cross the fabric.
+TEST(expertParallel, FoldedStepEqualsTheFullOne) {
+  json doc = moe_doc(16, {{"stage", 1}}, 2, 16);
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+  doc["model"]["moe"]["num_experts"] = 16;
+  expect_folded_equals_all(doc);
 }
 
 // With TP 2 and sequence parallelism each TP rank dispatches its half of the tokens, and the TP
@@ -204,12 +208,7 @@ TEST(expertParallel, ExpertTp1GemmsAndActivations) {
 TEST(expertParallel, ExpertTp1FoldedStepEqualsTheFullOne) {
   json doc = folded_doc(16, 16, 16);
   doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
-  doc["sim"] = {{"ranks", "folded"}};
-  const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
-  doc["sim"]["ranks"] = "all";
-  const double all = simulate_step(resolve_scenario(doc)).report.step_time_s;
-  EXPECT_EQ(folded, all);
-  EXPECT_GT(folded, 0);
+  expect_folded_equals_all(doc);
 }
 
 TEST(expertParallel, ExpertTp1RefusalsAndWarnings) {
