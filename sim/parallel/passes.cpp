@@ -8,7 +8,9 @@ namespace zerosim::plan_detail {
 void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, Bytes bytes) {
   // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
   // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
-  // after the block and an all-gather before the next, each moving half an all-reduce.
+  // after the block and an all-gather before the next, each moving half an all-reduce. With
+  // --tp-comm-overlap the caller passes the op before the block (tp_after), so they run beside
+  // it; the next block waits for them either way.
   // (An MoE block whose EP groups span TP has none: bytes 0.)
   if (s_.parallel.tp == 1 || bytes == 0) return;
   std::int32_t last;
@@ -122,6 +124,7 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       exchange = context_exchange_before(false, prev, unit_op_name(unit, "fwd") + suffix);
       if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
     }
+    const std::int32_t block_start = prev;
     prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
     if (context) context_exchange_after(false, prev, exchange, unit_op_name(unit, "fwd") + suffix);
     if (ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward) {
@@ -133,7 +136,7 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       }
     }
     if (unit.forward != WorkKind::HeadForward) {
-      tp_collectives(prev, unit_op_name(unit, "fwd"), tp_bytes_of(unit));
+      tp_collectives(tp_after(unit, block_start, prev), unit_op_name(unit, "fwd"), tp_bytes_of(unit));
     }
     if (stage3 && zero3_.release_after_forward(chunk, u)) {
       e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
@@ -202,6 +205,7 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
       if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
     }
     const bool split = input_only && is_layer_backward(unit.backward);
+    const std::int32_t block_start = prev;
     prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps,
                       split ? BackwardPart::Input : BackwardPart::Whole);
     if (split && weight_grad_bytes(unit) > 0) {
@@ -214,7 +218,7 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
     // The input gradient of every column-parallel block (and of the vocab-parallel head) is
     // all-reduced; the embedding's is not needed.
     if (unit.backward != WorkKind::EmbedBackward) {
-      tp_collectives(prev, unit_op_name(unit, "bwd"), tp_bytes_of(unit));
+      tp_collectives(tp_after(unit, block_start, prev), unit_op_name(unit, "bwd"), tp_bytes_of(unit));
     }
     if (head) {
       e_.free_op(MemCategory::Activations, logits_saved_, "logits");

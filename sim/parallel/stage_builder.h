@@ -113,6 +113,14 @@ class StageBuilder {
   Bytes tp_bytes_of(const Unit& u) const {
     return u.forward == WorkKind::MoeForward ? moe_tp_activation_bytes_ : tp_activation_bytes_;
   }
+  // The op a block's TP collectives follow: the block's compute op, or with --tp-comm-overlap
+  // the op before it for the attention and MLP blocks, whose Transformer Engine linears pipeline
+  // the all-gather and reduce-scatter with their GEMMs (the router's dispatch, the vocab-parallel
+  // head and the embedding are not TE userbuffers layers).
+  std::int32_t tp_after(const Unit& u, std::int32_t block_start, std::int32_t block) const {
+    const bool te_linears = u.forward == WorkKind::AttentionForward || u.forward == WorkKind::MlpForward;
+    return s_.parallel.tp_comm_overlap && te_linears ? block_start : block;
+  }
   Bytes cp_kv_bytes_ = 0;  // context parallelism: all cp ranks' keys and values of one layer
   // A zero-bubble schedule: what a layer block's W needs from its B until it runs, the inputs and
   // output gradients of the block's GEMMs (16-bit); dense and MoE layers' attention and

@@ -467,6 +467,12 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "all-gather overlapped with the next step's forward",
                        FIELD(parallel.overlap_param_gather))
                   .in_cases("parallel.overlap_param_gather"));
+  t.push_back(bool_key("parallel.tp_comm_overlap", false,
+                       "Megatron --tp-comm-overlap (Transformer Engine userbuffers): the attention "
+                       "and MLP blocks' TP all-gathers and reduce-scatters pipelined with their "
+                       "GEMMs (needs sequence_parallel)",
+                       FIELD(parallel.tp_comm_overlap))
+                  .in_cases("parallel.tp_comm_overlap"));
   KeySpec fp32_grads = bool_key("parallel.grad_reduce_in_fp32", nullptr,
                                 "Megatron-core's DDP grad_reduce_in_fp32: gradients accumulated "
                                 "and reduced in fp32 (default: true with bf16 or fp8, as "

@@ -405,6 +405,11 @@ void megatron_rules(Scenario& s, const Given& given) {
                      "a Megatron-core DDP setting: needs parallel.framework megatron (DeepSpeed's "
                      "is zero.communication_data_type)");
   }
+  if (p.tp_comm_overlap && !(p.framework == Framework::Megatron && p.tp > 1 && p.sequence_parallel)) {
+    throw InputError("parallel.tp_comm_overlap",
+                     "a Megatron-LM flag (Transformer Engine userbuffers): needs parallel.framework "
+                     "megatron, tp > 1 and sequence_parallel (Megatron asserts it)");
+  }
   if (!given("parallel.grad_reduce_in_fp32"))
     p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
                             sixteen_bit(s.training.precision) == Precision::Bf16;

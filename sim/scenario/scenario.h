@@ -127,6 +127,9 @@ struct ParallelConfig {
   Framework framework = Framework::DeepSpeed;
   bool overlap_grad_reduce = false;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather
+  // Megatron --tp-comm-overlap (Transformer Engine's userbuffers): the attention and MLP blocks'
+  // TP all-gathers and reduce-scatters pipelined with their GEMMs, run beside the block.
+  bool tp_comm_overlap = false;
   // Megatron's main_grad buffer and its reduction in fp32 (DDP config grad_reduce_in_fp32;
   // Megatron-LM turns it on for bf16 unless --grad-reduce-in-bf16), else in the 16-bit dtype.
   bool grad_reduce_in_fp32 = false;
