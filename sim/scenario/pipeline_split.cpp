@@ -46,8 +46,10 @@ std::string unroll(const std::string& in, bool parenthesised) {
     const std::string count = in.substr(star + 1, digits - star - 1);
     if (count.size() > 6) throw InputError(kLayoutKey, "repeat count " + count + " is too large");
     const std::string body = in.substr(body_begin, body_end - body_begin);
-    for (int n = std::stoi(count); n > 0; --n) out += body;
-    if (out.size() > (std::size_t{1} << 24)) throw InputError(kLayoutKey, "unrolls to too long a layout");
+    const std::size_t n = static_cast<std::size_t>(std::stoi(count));
+    if (out.size() + body.size() * n > (std::size_t{1} << 24))
+      throw InputError(kLayoutKey, "unrolls to too long a layout (more than 2^24 characters)");
+    for (std::size_t k = 0; k < n; ++k) out += body;
     i = digits;
   }
   return out;
