@@ -73,13 +73,13 @@ json split_doc(const Split& c) {
   if (c.last) parallel["num_layers_in_last_pipeline_stage"] = *c.last;
   if (c.embedding) parallel["account_for_embedding_in_pipeline_split"] = true;
   if (c.loss) parallel["account_for_loss_in_pipeline_split"] = true;
-  return {{"model",
-           {{"num_layers", c.layers}, {"hidden_size", 64}, {"num_attention_heads", 4},
-            {"vocab_size", 1000}, {"seq_length", 128}, {"tied_embeddings", false}}},
-          {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", c.pp}}},
-          {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2 * c.pp}}},
-          {"parallel", parallel},
-          {"zero", {{"stage", 1}}}};
+  // common.h's tiny model with the split's layers, untied (a tied embedding is held twice
+  // under PP, which the parameter conservation below would have to subtract).
+  json doc = testing_plan::tiny_doc(c.pp, {{"stage", 1}}, 2 * c.pp);
+  doc["model"]["num_layers"] = c.layers;
+  doc["model"]["tied_embeddings"] = false;
+  doc["parallel"] = parallel;
+  return doc;
 }
 
 const std::vector<Split>& splits() {
