@@ -231,6 +231,8 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
     }
     case WorkKind::HeadForward:
     case WorkKind::HeadBackward:
+    case WorkKind::MtpForward:
+    case WorkKind::MtpBackward:
       return k.passes * gemm_seconds(k.gemms.front()) + bytes_seconds(k.once_bytes) + overhead;
     case WorkKind::EmbedForward:
     case WorkKind::EmbedBackward: return bytes_seconds(k.once_bytes) + c_.kernel_overhead_s * 2;

@@ -32,6 +32,7 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
   const double sb = s.micro_batch_tokens();
   const bool backward = kind == WorkKind::AttentionBackward || kind == WorkKind::MlpBackward ||
                         kind == WorkKind::MoeBackward || kind == WorkKind::HeadBackward ||
+                        kind == WorkKind::MtpBackward ||
                         kind == WorkKind::EmbedBackward;
   WorkKernels k;
   k.passes = backward ? 2 : 1;
@@ -51,12 +52,28 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       break;
 
     case WorkKind::HeadForward:
-    case WorkKind::HeadBackward:
+    case WorkKind::HeadBackward: {
+      // The model's logits and, with MTP, each module's again over the same tokens (Megatron-
+      // core computes them all on the loss's stage).
+      const double heads = 1.0 + static_cast<double>(m.mtp_num_layers);
       k.gemms = {{"logits", static_cast<std::int64_t>(sb), m.vocab_size / s.parallel.tp,
-                  m.hidden_size, 1}};
+                  m.hidden_size, 1 + m.mtp_num_layers}};
       // Read 16-bit logits, write and read fp32 (10 bytes per logit), plus the final norm.
-      k.once_bytes = 10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size;
+      k.once_bytes = heads * 10.0 * sb * m.vocab_size / tp + 4.0 * sb * m.hidden_size;
       break;
+    }
+    case WorkKind::MtpForward:
+    case WorkKind::MtpBackward: {
+      // One module: eh_proj, column-parallel [2h -> h / tp] over the gathered tokens; the next
+      // tokens' embedding rows gathered (read + write, as the embedding's) and its three norms
+      // (enorm, hnorm, final; read + write 16-bit), over sb / tp tokens under sequence
+      // parallelism.
+      const double norm_tokens = s.parallel.sequence_parallel ? sb / tp : sb;
+      k.gemms = {{"mtp_eh_proj", static_cast<std::int64_t>(sb), m.hidden_size / s.parallel.tp,
+                  2 * m.hidden_size, 1}};
+      k.once_bytes = 6.0 * sb * m.hidden_size + 3 * 4.0 * norm_tokens * m.hidden_size;
+      break;
+    }
     case WorkKind::EmbedForward:
     case WorkKind::EmbedBackward:
       // Gather sbh 16-bit rows (read + write), plus the position embedding add when learned.

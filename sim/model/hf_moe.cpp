@@ -103,7 +103,9 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
   if (const json* mtp = c.get("num_nextn_predict_layers"); mtp && read_int(*mtp, c.path("num_nextn_predict_layers"), 0) > 0)
     c.warn(warnings, "num_nextn_predict_layers",
            "the multi-token-prediction module (DeepSeek-V3's extra layer, about 14B parameters "
-           "in V3) is not simulated: neither its parameters nor its step are counted");
+           "in V3) is not read from a Hugging Face config: transformers does not train it and "
+           "Megatron-Bridge's DeepSeek-V3 bridge imports the config without it; give "
+           "mtp_num_layers in an inline model (framework megatron) to simulate it");
 }
 
 void read_hf_mla(HfConfig& c, ModelSpec& m) {

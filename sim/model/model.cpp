@@ -194,15 +194,18 @@ ParamCounts count_params(const ModelSpec& m) {
   // Output head: no bias in GPT/Llama/BLOOM; Phi-2's lm_head has one (kept when tied).
   c.output = (m.tied_embeddings ? 0 : token_table) + (m.output_bias ? m.vocab_size : 0);
   c.final_norm = norm_params(m);
+  const bool mtp_moe = m.is_moe_layer(m.num_layers);
+  c.mtp = m.mtp_num_layers * ((mtp_moe ? c.moe_layer : c.per_layer) + 2 * h * h + 3 * norm_params(m));
   c.total = c.per_layer * (m.num_layers - moe_layers) + c.moe_layer * moe_layers + c.embedding +
-            c.output + c.final_norm;
+            c.output + c.final_norm + c.mtp;
   c.active = c.total;
   if (m.is_moe()) {
     const Block moe = mlp_block(m, true);
     std::int64_t one_expert = 0;
     for (const Linear& l : moe.linears)
       if (l.routed) one_expert += linear_params(l) / l.copies;
-    c.active -= moe_layers * (m.moe.num_experts - m.moe.top_k) * one_expert;
+    const std::int64_t routed_layers = moe_layers + (mtp_moe ? m.mtp_num_layers : 0);
+    c.active -= routed_layers * (m.moe.num_experts - m.moe.top_k) * one_expert;
   }
 
   // Largest module at Hugging Face granularity (what DeepSpeed's estimator walks): the token
@@ -414,7 +417,13 @@ double model_flops_per_token(const ModelSpec& m) {
     }
     moe_layer += per_token * tokens;
     forward += static_cast<double>(moe_layers) * moe_layer;
+    if (m.is_moe_layer(m.num_layers)) layer = moe_layer;  // the MTP layers' kind
   }
+  // Each MTP module: its layer, eh_proj [2h -> h] and the head's logits again (Megatron-core's
+  // num_floating_point_operations counts the same three).
+  const double hidden = static_cast<double>(m.hidden_size);
+  forward += static_cast<double>(m.mtp_num_layers) *
+             (layer + 2.0 * tokens * 2.0 * hidden * hidden + logits_forward_flops(m, 1));
   return 3.0 * forward / tokens;
 }
 

@@ -98,10 +98,19 @@ struct ModelSpec {
   bool attention_sinks = false;
   MoeSpec moe;
   MlaSpec mla;
+  // Multi-token prediction modules (DeepSeek-V3, arXiv:2412.19437, Sec. 2.2; Megatron-core's
+  // --mtp-num-layers): each one normalises the hidden states and the next token's embedding
+  // (enorm, hnorm), projects their concatenation [2h -> h] (eh_proj), runs one transformer layer
+  // of the last decoder layer's kind (Megatron's gpt builder takes the decoder block's last layer
+  // spec), a final norm, and the shared output head and loss again. The embedding and the head
+  // are the model's own (shared). Layer numbers num_layers .. num_layers + mtp_num_layers - 1.
+  std::int64_t mtp_num_layers = 0;
 
   bool is_moe() const { return moe.num_experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }
+  // An MTP layer (layer >= num_layers) is of the last decoder layer's kind.
   bool is_moe_layer(std::int64_t layer) const {
+    if (layer >= num_layers) layer = num_layers - 1;
     return is_moe() && layer >= moe.first_k_dense && (layer - moe.first_k_dense) % moe.layer_freq == 0;
   }
   std::int64_t moe_layer_count() const {
@@ -167,7 +176,11 @@ struct ParamCounts {
   std::int64_t embedding = 0;       // token (+ learned position) embedding
   std::int64_t output = 0;          // output projection; 0 when tied to the embedding
   std::int64_t final_norm = 0;
-  std::int64_t total = 0;           // per_layer * layers + embedding + output + final_norm
+  // The MTP modules (ModelSpec::mtp_num_layers): each its transformer layer, eh_proj [2h -> h]
+  // and three norms (enorm, hnorm, final); the embedding and head they share are not counted
+  // again (DeepSeek-V3's checkpoint stores copies of both: its "14B" MTP module).
+  std::int64_t mtp = 0;
+  std::int64_t total = 0;           // per_layer * layers + embedding + output + final_norm + mtp
   std::int64_t largest_module = 0;  // largest single weight matrix (DeepSpeed's largest layer)
   // per_layer split into the attention block (its norm, QKV, output projection) and the MLP
   // block (its norm and linears): the units ZeRO-3 fetches and the gradient hooks hand over.

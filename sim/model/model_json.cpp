@@ -100,6 +100,10 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
                      "must be 1 (one norm shared by a parallel block), 2 or up to 4 (pre and post "
                      "norms), got " + std::to_string(m.layer_norms));
   if (m.sliding_window != 0) check_range(m.sliding_window, kMaxTable, key_join(key_path, "sliding_window"));
+  if (m.mtp_num_layers < 0 || m.mtp_num_layers > m.num_layers)
+    throw InputError(key_join(key_path, "mtp_num_layers"),
+                     "must be 0 (no multi-token prediction) to num_layers (" +
+                         std::to_string(m.num_layers) + "), got " + std::to_string(m.mtp_num_layers));
   if (m.attention_head_dim == 0 && m.hidden_size % m.num_attention_heads != 0)
     throw InputError(key_join(key_path, k.num_attention_heads),
                      "must divide " + k.hidden_size + " (" + std::to_string(m.hidden_size) +
@@ -163,7 +167,7 @@ const std::vector<std::string> kObjectKeys = {
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
     "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
     "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
-    "layer_norms", "sliding_window", "qk_norm", "attention_sinks", "moe", "mla"};
+    "layer_norms", "sliding_window", "qk_norm", "attention_sinks", "moe", "mla", "mtp_num_layers"};
 
 // The integer and boolean fields of an object-valued key (moe, mla), each bound to its field.
 struct IntField {
@@ -384,6 +388,7 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_int("sliding_window", m.sliding_window);
   set_bool("qk_norm", m.qk_norm);
   set_bool("attention_sinks", m.attention_sinks);
+  set_int("mtp_num_layers", m.mtp_num_layers);
   overridden = read_moe_and_mla(obj, key_path, m, warnings) || overridden;
   if (!has_base) {
     if (!at("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
@@ -510,6 +515,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.mtp_num_layers != 0) j["mtp_num_layers"] = m.mtp_num_layers;
   if (m.is_moe()) {
     const MoeSpec& e = m.moe;
     j["moe"] = {{"num_experts", e.num_experts},

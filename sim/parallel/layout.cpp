@@ -94,6 +94,24 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
       per_virtual[g].back().layer = layer;
     }
   }
+  // Multi-token prediction (Megatron-core): the MTP modules run on the loss's virtual stage
+  // before the head, each its own unit (eh_proj, enorm, hnorm, final norm) and a transformer
+  // layer numbered after the decoder's. They read the embedding there: an untied model's last
+  // stage holds a copy of it (GPTModel builds the embedding where mtp_process is set; a tied
+  // one's copy is the head's, below).
+  const std::int64_t mtp_embedding =
+      par.pp > 1 && !m.tied_embeddings ? ceil_div(m.vocab_size * h, tp) : 0;
+  for (std::int64_t i = 0; i < m.mtp_num_layers; ++i) {
+    Unit proj{WorkKind::MtpForward, WorkKind::MtpBackward, static_cast<int>(m.num_layers + i),
+              ceil_div(2 * h * h, tp) + 3 * pc.final_norm + mtp_embedding, "mtp",
+              mtp_embedding > 0 ? 2 : 1, 3 * norm_tensors, {ceil_div(2 * h * h, tp)}};
+    if (mtp_embedding > 0) proj.weights.push_back(mtp_embedding);
+    std::vector<Unit>& last = per_virtual[virtual_stages - 1];
+    last.push_back(proj);
+    last.push_back(attention);
+    last.push_back(m.is_moe_layer(m.num_layers + i) ? moe : mlp);
+    last[last.size() - 2].layer = last.back().layer = proj.layer;
+  }
   // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
   // copy for the output layer (Megatron's word-embedding copy on the last stage).
   std::int64_t head = shard(pc.output, 0) + pc.final_norm;

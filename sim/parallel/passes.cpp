@@ -112,6 +112,9 @@ void StageBuilder::forward_pass(int mb, int chunk) {
       e_.alloc_tensors(MemCategory::Activations, layer_activations(unit.layer, false),
                        "activations", layer_tensors(unit.layer, false));
     }
+    if (unit.forward == WorkKind::MtpForward) {
+      e_.alloc(MemCategory::Activations, mtp_activations_, "mtp activations");
+    }
     if (unit.forward == WorkKind::HeadForward) {
       for (Bytes b : loss_forward_temporaries_) {
         e_.alloc(MemCategory::Activations, b, "loss forward temporaries");
@@ -225,6 +228,9 @@ void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last
       for (Bytes b : loss_backward_temporaries_) {
         e_.free_op(MemCategory::Activations, b, "loss backward temporaries");
       }
+    }
+    if (unit.backward == WorkKind::MtpBackward) {
+      e_.free_op(MemCategory::Activations, mtp_activations_, "mtp activations");
     }
     if (unit.backward == WorkKind::AttentionBackward) {
       e_.free_op(MemCategory::Activations, layer_activations(unit.layer, false), "activations");

@@ -98,7 +98,10 @@ Template StageBuilder::build() {
   // backward and what lives beside it in its forward and backward (framework_policy.h).
   const double logits = sb * m.vocab_size / tp;
   const MemoryPolicy& mem = policy_.memory;
-  logits_saved_ = static_cast<Bytes>(mem.logits_saved * logits);
+  // Each MTP module's loss keeps its own logits' share (Megatron-core computes them one after
+  // another, each through the fused cross-entropy).
+  logits_saved_ = static_cast<Bytes>(mem.logits_saved * logits *
+                                     static_cast<double>(1 + m.mtp_num_layers));
   for (int b : mem.logits_forward_temporaries) {
     loss_forward_temporaries_.push_back(static_cast<Bytes>(b * logits));
   }
@@ -106,6 +109,12 @@ Template StageBuilder::build() {
     loss_backward_temporaries_.push_back(static_cast<Bytes>(b * logits));
   }
   tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
+  // An MTP module's own saved inputs, 16-bit: the next tokens' embedding rows (enorm's input),
+  // hnorm's input, eh_proj's [2h] input and the final norm's input, 5 x s b h, each split over
+  // TP under sequence parallelism. ASSUMPTION: kept whatever the recompute setting (Megatron
+  // recomputes the MTP layer with the decoder's, not these).
+  mtp_activations_ = static_cast<Bytes>(
+      2.0 * 5.0 * sb * m.hidden_size / (s_.parallel.sequence_parallel ? s_.parallel.tp : 1));
   // Expert parallelism: each rank sends its tokens' top_k copies (16-bit hidden vectors) to the
   // ranks of their experts, and gets as many back; the busiest rank's share scales with the
   // routing imbalance. With TP and sequence parallelism each TP rank dispatches its 1 / tp of

@@ -109,8 +109,14 @@ class StageBuilder {
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
   Bytes ep_all_to_all_bytes_ = 0;  // one token dispatch (or combine) of an MoE layer, per rank
   Bytes moe_tp_activation_bytes_ = 0;  // an MoE block's TP collective
+  Bytes mtp_activations_ = 0;  // what an MTP module's own ops save for backward (not its layer's)
   // The TP collective's buffer after a block of unit `u`.
   Bytes tp_bytes_of(const Unit& u) const {
+    // An MTP module under sequence parallelism: its embedding rows reduce-scattered, eh_proj's
+    // [s, 2h] input all-gathered and its output gathered over TP, s x (h + 2h + h) in all: a
+    // block's reduce-scatter and all-gather of twice a block's bytes move as much (and
+    // backward mirrors them).
+    if (u.forward == WorkKind::MtpForward) return 2 * tp_activation_bytes_;
     return u.forward == WorkKind::MoeForward ? moe_tp_activation_bytes_ : tp_activation_bytes_;
   }
   // The op a block's TP collectives follow: the block's compute op, or with --tp-comm-overlap

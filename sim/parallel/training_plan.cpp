@@ -69,10 +69,12 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold) {
   const bool split = splits_backward(s);
   for (auto k : {WorkKind::EmbedForward, WorkKind::EmbedBackward, WorkKind::AttentionForward,
                  WorkKind::AttentionBackward, WorkKind::MlpForward, WorkKind::MlpBackward,
-                 WorkKind::MoeForward, WorkKind::MoeBackward,
-                 WorkKind::HeadForward, WorkKind::HeadBackward}) {
+                 WorkKind::MoeForward, WorkKind::MoeBackward, WorkKind::MtpForward,
+                 WorkKind::MtpBackward, WorkKind::HeadForward, WorkKind::HeadBackward}) {
     const bool moe_kind = k == WorkKind::MoeForward || k == WorkKind::MoeBackward;
     if (moe_kind && !s.model.is_moe()) continue;  // a dense model's plan has no MoE work
+    const bool mtp_kind = k == WorkKind::MtpForward || k == WorkKind::MtpBackward;
+    if (mtp_kind && s.model.mtp_num_layers == 0) continue;
     for (BackwardPart part : {BackwardPart::Whole, BackwardPart::Input, BackwardPart::Weight}) {
       if (part != BackwardPart::Whole && !(split && is_layer_backward(k))) continue;
       work_of[work_index(k, part)] = static_cast<std::int32_t>(out.works.size());

@@ -19,6 +19,9 @@ namespace zerosim {
 enum class WorkKind : std::uint8_t {
   EmbedForward, EmbedBackward, AttentionForward, AttentionBackward, MlpForward, MlpBackward,
   MoeForward, MoeBackward,  // the feed-forward block of an MoE layer
+  // An MTP module's own work besides its transformer layer: the next tokens' embedding rows,
+  // enorm, hnorm, eh_proj [2h -> h] and its final norm (ModelSpec::mtp_num_layers).
+  MtpForward, MtpBackward,
   HeadForward, HeadBackward, OptimizerStep, CpuOptimizerStep, HostToDevice, DeviceToHost,
   NvmeToDevice, Quantize, HostOverhead
 };

@@ -20,6 +20,8 @@ const char* work_name(WorkKind k) {
     case WorkKind::MlpBackward: return "mlp_backward";
     case WorkKind::MoeForward: return "moe_forward";
     case WorkKind::MoeBackward: return "moe_backward";
+    case WorkKind::MtpForward: return "mtp_forward";
+    case WorkKind::MtpBackward: return "mtp_backward";
     case WorkKind::HeadForward: return "head_forward";
     case WorkKind::HeadBackward: return "head_backward";
     case WorkKind::OptimizerStep: return "optimizer_step";

@@ -87,8 +87,9 @@ std::vector<std::string> layout_stages(const ParallelConfig& p) {
   return stages;
 }
 
-// Megatron-core's validate_layer_layout, less what zerosim cannot run: MTP layers, and an
-// embedding or a loss off the first or the last virtual stage (zerosim keeps them there).
+// Megatron-core's validate_layer_layout, less what zerosim cannot run: MTP layers on a stage
+// before the loss's, and an embedding or a loss off the first or the last virtual stage
+// (zerosim keeps them there).
 std::vector<std::int64_t> layout_split(const Scenario& s) {
   const std::vector<std::string> stages = layout_stages(s.parallel);
   std::string flat;
@@ -102,9 +103,30 @@ std::vector<std::int64_t> layout_split(const Scenario& s) {
     throw InputError(kLayoutKey, "puts the embedding or the loss off the first or the last "
                                  "virtual stage (after an empty one), which is not simulated yet");
   }
-  if (count('m') > 0) {
-    throw InputError(kLayoutKey, "places multi-token-prediction layers (m), which zerosim's models "
-                                 "do not have (MTP is not simulated yet)");
+  const std::int64_t mtp = s.model.mtp_num_layers;
+  if (count('m') != mtp) {
+    throw InputError(kLayoutKey, "holds " + str(count('m')) +
+                                     " multi-token-prediction layers (m); model.mtp_num_layers is " +
+                                     str(mtp) + " (Megatron-core's rule)");
+  }
+  if (mtp > 0) {
+    if (flat.find('t', flat.find('m')) != std::string::npos)
+      throw InputError(kLayoutKey, "puts a decoder layer (t) after an MTP layer (m); Megatron-core "
+                                   "places the decoder layers first");
+    const std::size_t pp = static_cast<std::size_t>(s.parallel.pp);
+    for (std::size_t g = 0; g < stages.size(); ++g) {
+      const auto here = std::count(stages[g].begin(), stages[g].end(), 'm');
+      if (here == 0) continue;
+      if (g / pp + 1 != stages.size() / pp || here != mtp)
+        throw InputError(kLayoutKey, "must hold all MTP layers (m) in one virtual stage, the last "
+                                     "chunk of its pipeline stage (Megatron-core's rule)");
+      // Megatron-core's "standalone" MTP: a stage of its own before the loss's, whose hidden
+      // states and MTP outputs both travel to the last stage.
+      if (g + 1 != stages.size())
+        throw InputError(kLayoutKey, "puts the MTP layers (m) on a pipeline stage before the "
+                                     "loss's (Megatron-core's standalone MTP), which is not "
+                                     "simulated yet; allowed: m in the last virtual stage");
+    }
   }
   if (count('t') != s.model.num_layers) {
     throw InputError(kLayoutKey, "holds " + str(count('t')) + " decoder layers (t); model.num_layers is " +

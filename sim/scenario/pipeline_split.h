@@ -9,7 +9,8 @@
 //    middle stages.
 //  - An explicit layout (pipeline_model_parallel_layout, --pipeline-model-parallel-layout): the
 //    decoder layers (t) of each virtual stage as its string says, parsed as Megatron-core's
-//    PipelineParallelLayerLayout parses it; MTP layers (m) are refused.
+//    PipelineParallelLayerLayout parses it. MTP layers (m) go, as without a layout, with the
+//    loss on the last virtual stage; Megatron-core's standalone MTP stage is refused.
 //  - The embedding and the loss counted as layers (account_for_embedding_in_pipeline_split,
 //    account_for_loss_in_pipeline_split): (num_layers + 1 or 2) split evenly, less one layer on
 //    the first virtual stage of the first stage (the embedding's) and on the last virtual stage

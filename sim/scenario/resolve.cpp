@@ -410,6 +410,17 @@ void megatron_rules(Scenario& s, const Given& given) {
                      "a Megatron-LM flag (Transformer Engine userbuffers): needs parallel.framework "
                      "megatron, tp > 1 and sequence_parallel (Megatron asserts it)");
   }
+  if (s.model.mtp_num_layers > 0) {
+    if (p.framework != Framework::Megatron)
+      throw InputError("model.mtp_num_layers",
+                       "multi-token prediction is Megatron-core's (--mtp-num-layers); needs "
+                       "parallel.framework megatron (DeepSpeed, FSDP and nanotron do not train an "
+                       "MTP module)");
+    if (s.model.position == PositionKind::Learned)
+      throw InputError("model.mtp_num_layers",
+                       "Megatron-core's MTP does not support learned absolute position "
+                       "embeddings; allowed with model.position rotary");
+  }
   if (!given("parallel.grad_reduce_in_fp32"))
     p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
                             sixteen_bit(s.training.precision) == Precision::Bf16;

@@ -119,7 +119,7 @@ TEST(moeModels, GptOssMatchesItsModelCardTable) {
 }
 
 // DeepSeek-V3: 3 dense layers then 58 MoE layers; MLA; the multi-token-prediction module is not
-// counted and the reader says so.
+// read from the config (transformers does not train it) and the reader says so.
 TEST(moeModels, DeepSeekV3LayersAndMla) {
   const Read r = read_config("deepseek-v3.json");
   EXPECT_EQ(r.m.moe_layer_count(), 58);
@@ -139,6 +139,58 @@ TEST(moeModels, DeepSeekV3LayersAndMla) {
 }
 
 // A dense model_type never reads an MoE config as a dense model: an expert field is an error.
+// DeepSeek-V3's MTP module: the tensors of model.layers.61 in deepseek-ai/DeepSeek-V3's
+// checkpoint, summed one by one from its config (h 7168, V 129280, 128 heads, q_lora_rank 1536,
+// kv_lora_rank 512, head widths 128 / 64 / 128, 256 routed experts and 1 shared of width 2048).
+// The checkpoint stores the module with its own embedding and output head, which zerosim shares
+// with the model, and the router's 256 score-correction biases, which zerosim does not count
+// (they enter no GEMM). (The DeepSeek-V3 report, arXiv:2412.19437, calls the module "14B"; the
+// sum below is 13.46B.)
+TEST(moeModels, DeepSeekV3MtpModuleIsTheCheckpointsLayer61) {
+  ModelSpec m = model_preset("deepseek-v3", "model");
+  m.mtp_num_layers = 1;
+  const ParamCounts with = count_params(m);
+  const std::int64_t h = 7168, v = 129280, heads = 128, experts = 256, width = 2048;
+  const std::int64_t layer61 =
+      v * h                                                   // embed_tokens
+      + 2 * h + 2 * h * h                                     // enorm, hnorm, eh_proj
+      + 2 * h                                                 // input / post_attention norms
+      + 1536 * h + 1536 + heads * (128 + 64) * 1536           // q_a_proj, q_a_layernorm, q_b_proj
+      + (512 + 64) * h + 512 + heads * (128 + 128) * 512      // kv_a_proj_with_mqa, its norm, kv_b_proj
+      + h * heads * 128                                       // o_proj
+      + experts * h + experts                                 // gate.weight, e_score_correction_bias
+      + (experts + 1) * 3 * width * h                         // routed and shared experts
+      + h + v * h;                                            // shared_head.norm, shared_head.head
+  EXPECT_EQ(with.mtp, layer61 - 2 * v * h - experts);
+  // Its transformer layer is of the last decoder layer's kind: an MoE layer, whose routed
+  // experts the active count leaves out as it does the decoder's.
+  EXPECT_TRUE(m.is_moe_layer(m.num_layers));
+  m.mtp_num_layers = 0;
+  const ParamCounts without = count_params(m);
+  EXPECT_EQ(with.total - without.total, with.mtp);
+  EXPECT_EQ(with.mtp, with.moe_layer + 2 * m.hidden_size * m.hidden_size + 3 * without.final_norm);
+  EXPECT_EQ(with.active - without.active,
+            with.mtp - (without.total - without.active) / m.moe_layer_count());
+}
+
+// An MTP module's FLOPs per token are one more decoder layer's, eh_proj's 2 x 2h x h and the
+// logits' 2 h V again, times 3 (forward and backward): the same as a model one layer deeper
+// plus the two terms (Megatron-core's num_floating_point_operations counts these three).
+TEST(moeModels, MtpFlopsAreOneMoreLayerProjectionAndLogits) {
+  for (const char* preset : {"llama2-7b", "deepseek-v3"}) {
+    SCOPED_TRACE(preset);
+    ModelSpec m = model_preset(preset, "model");
+    const double base = model_flops_per_token(m);
+    ModelSpec deeper = m;
+    deeper.num_layers += 1;
+    m.mtp_num_layers = 1;
+    const double h = static_cast<double>(m.hidden_size), v = static_cast<double>(m.vocab_size);
+    EXPECT_NEAR(model_flops_per_token(m),
+                model_flops_per_token(deeper) + 3.0 * (4.0 * h * h + 2.0 * h * v),
+                1e-9 * base);
+  }
+}
+
 TEST(moeModels, AnExpertFieldInADenseConfigIsAnError) {
   nlohmann::json cfg = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 4096,
       "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,

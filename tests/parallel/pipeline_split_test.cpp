@@ -250,7 +250,7 @@ TEST(parallelPipelineSplit, LayoutsMegatronRefusesAreRefused) {
   EXPECT_EQ(refused(3, 2, "Ett|t|tL|"), key);                // the loss before an empty stage
   EXPECT_EQ(refused(3, 2, "|Ett|t|tL"), key);                // the embedding after one
   EXPECT_EQ(refused(3, 2, "Etx|ttL"), key);                  // no such layer
-  EXPECT_EQ(refused(61, 4, "Ettt|(tt|)*29,m|L"), key);       // MTP (Megatron-core's own example)
+  EXPECT_EQ(refused(61, 4, "Ettt|(tt|)*29,m|L"), key);       // an MTP layer the model lacks
   EXPECT_EQ(refused(3, 2, json::array({json::array({"embedding", "encoder"}),
                                                       json::array({"loss"})})), key + "[0]");
   EXPECT_EQ(refused(3, 1, "EtttL"), key);                    // no pipeline to lay out
@@ -263,6 +263,64 @@ TEST(parallelPipelineSplit, LayoutsMegatronRefusesAreRefused) {
             key);
   EXPECT_EQ(refused(3, 2, "Et|ttL", [](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
             key);
+}
+
+// Multi-token prediction (model.mtp_num_layers): the MTP module goes with the loss on the last
+// virtual stage, as its own unit (eh_proj [2h -> h], its three norms and, untied, a copy of the
+// embedding table) and a transformer layer numbered after the decoder's, before the head; the
+// stages' parameters add up to the model's with that copy once more. Megatron-core's layout
+// rules for m are refused, and its standalone MTP stage is not simulated.
+json mtp_doc(int layers, int pp, const json& layout) {
+  json doc = layout_doc(layers, pp, layout);
+  doc["model"]["mtp_num_layers"] = 1;
+  doc["model"]["position"] = "rotary";  // Megatron-core's MTP refuses learned positions
+  return doc;
+}
+
+TEST(parallelPipelineSplit, MtpRunsWithTheLossAndItsParametersAreCounted) {
+  for (const json& layout : {json("Et|tt|t|mL"), json(nullptr)}) {
+    SCOPED_TRACE(layout.dump());
+    json doc = mtp_doc(4, 2, layout.is_null() ? json("Et|tt|t|mL") : layout);
+    if (layout.is_null()) {  // no layout: the even split, MTP on the last stage
+      doc["parallel"].erase("pipeline_model_parallel_layout");
+      doc["parallel"]["virtual_stages"] = 1;
+    }
+    const Scenario s = resolve_scenario(doc);
+    const auto units = plan_detail::virtual_stage_units(s);
+    const std::vector<plan_detail::Unit>& last = units.back();
+    ASSERT_GE(last.size(), 4u);
+    const std::size_t n = last.size();
+    EXPECT_EQ(last[n - 4].forward, WorkKind::MtpForward);
+    EXPECT_EQ(last[n - 3].forward, WorkKind::AttentionForward);
+    EXPECT_EQ(last[n - 2].forward, WorkKind::MlpForward);
+    EXPECT_EQ(last[n - 1].forward, WorkKind::HeadForward);
+    for (std::size_t i = n - 4; i < n - 1; ++i) EXPECT_EQ(last[i].layer, 4);
+    const std::int64_t h = 64, v = 1000;
+    EXPECT_EQ(last[n - 4].params, 2 * h * h + 3 * 2 * h + v * h);  // LayerNorm: 2h each
+    std::int64_t params = 0;
+    for (const auto& g : units)
+      for (const plan_detail::Unit& u : g) params += u.params;
+    EXPECT_EQ(params, count_params(s.model).total + v * h);
+    const TrainingPlan tp = build_training_plan(s, true);
+    EXPECT_EQ(tp.stages.back().layers, 2 + 1);  // two decoder layers either way, and the MTP's
+  }
+}
+
+TEST(parallelPipelineSplit, MtpPlacementsMegatronRefusesAreRefused) {
+  const std::string key = "parallel.pipeline_model_parallel_layout";
+  EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|tt|t|mL")), "(accepted)");
+  EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|tt|t|L")), key);     // m missing
+  EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|tt|t|mmL")), key);   // two for one
+  EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|tt|mt|L")), key);    // t after m
+  EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|ttm|t|L")), key);    // not last chunk
+  EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|tt|tm|L")), key);    // standalone
+  json learned = mtp_doc(4, 2, "Et|tt|t|mL");
+  learned["model"]["position"] = "learned";
+  EXPECT_EQ(testing_plan::input_error_key(learned), "model.mtp_num_layers");
+  json deepspeed = testing_plan::tiny_doc(1, {{"stage", 1}});
+  deepspeed["model"]["mtp_num_layers"] = 1;
+  deepspeed["model"]["position"] = "rotary";
+  EXPECT_EQ(testing_plan::input_error_key(deepspeed), "model.mtp_num_layers");
 }
 
 TEST(parallelPipelineSplit, AnUnevenSplitMegatronWouldRefuseIsWarnedAbout) {
