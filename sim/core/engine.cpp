@@ -65,6 +65,7 @@ const char* stream_name(Stream s) {
     case Stream::D2H: return "d2h";
     case Stream::Cpu: return "cpu";
     case Stream::CpComm: return "cp-comm";
+    case Stream::EpComm: return "ep-comm";
   }
   return "?";
 }

@@ -22,8 +22,11 @@ enum class OpKind : std::uint8_t { Compute, Collective, Copy, Alloc, Free };
 // Pipeline sends and receives get a stream each so that a send waiting for its peer never holds
 // up a receive (Megatron batches them with batch_isend_irecv for the same reason).
 // CpComm: context parallelism's ring exchange of keys and values, beside the attention it feeds.
-enum class Stream : std::uint8_t { Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu, CpComm };
-inline constexpr int kNumStreams = 9;
+// EpComm: Megatron-core's all-to-all stream of the combined 1F1B schedule (MoE exchanges).
+enum class Stream : std::uint8_t {
+  Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu, CpComm, EpComm
+};
+inline constexpr int kNumStreams = 10;
 const char* stream_name(Stream s);
 
 // Collective kinds as NCCL names them; SendRecv is a point-to-point transfer whose two member ops

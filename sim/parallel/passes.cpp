@@ -44,6 +44,21 @@ std::int32_t StageBuilder::expert_all_to_alls(std::int32_t after, int count,
                        {after});
 }
 
+// One exchange of an MoE layer under the combined 1F1B schedule: on the all-to-all stream, after
+// `after`; the block that needs it waits for it (combined_pass).
+std::int32_t StageBuilder::expert_exchange(std::int32_t after, int count, const char* which,
+                                           const std::string& what) {
+  return e_.collective(Peer::Ep, CollectiveKind::AllToAll, count * ep_all_to_all_bytes_,
+                       Stream::EpComm, "ep all_to_all (" + std::string(which) + ") " + what,
+                       {after});
+}
+
+std::int32_t StageBuilder::flush_exchange(QueuedExchange& q) {
+  const std::int32_t op = expert_exchange(q.after, q.count, q.which, q.what);
+  q.after = -1;
+  return op;
+}
+
 // Context parallelism (Megatron-core's context_parallel attention). p2p, ring attention: the cp
 // ranks pass their key/value chunks around the ring, cp - 1 steps that each send one chunk, the
 // traffic of a ring all-gather of all of them, on a stream of its own while the attention
@@ -79,182 +94,289 @@ void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, s
   }
 }
 
-void StageBuilder::forward_pass(int mb, int chunk) {
-  const std::string suffix = pass_suffix(mb, chunk);
+StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
+  ForwardPass f{mb, chunk, pass_suffix(mb, chunk)};
   if (!first_virtual(chunk)) {
     // Megatron recv_forward: posted when the stage reaches this pass, waited on before compute.
     e_.host_wait(e_.collective(Peer::RecvPrev, CollectiveKind::SendRecv, p2p_bytes_,
-                               Stream::PpRecv, "recv activations" + suffix, {last_compute_}));
+                               Stream::PpRecv, "recv activations" + f.suffix, {last_compute_}));
   }
-  const bool stage3 = s_.zero.stage == 3;
-  const std::vector<Unit>& units = chunks_[chunk];
   const bool first_forward = forwards_done_[chunk]++ == 0;
-  if (stage3) zero3_.begin_forward(chunk, first_forward);
-  std::int32_t prev = last_compute_;
-  std::int32_t bucket_gather = -1;
-  const bool gather_params = first_forward && policy_.params.gather_in_next_forward;
-  const std::vector<ParamGather::Bucket> buckets =
-      gather_params ? params_.buckets(units) : std::vector<ParamGather::Bucket>{};
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    const Unit& unit = units[u];
-    std::vector<std::int32_t> deps;
-    if (stage3) {
-      deps.push_back(zero3_.fetch_forward(chunk, u, prev));
-      if (policy_.params.compute_waits_for_earlier_gathers) {
-        deps.push_back(zero3_.gathers_before_hook());
-      }
-    }
-    if (gather_params) {
-      bucket_gather = params_.in_forward(chunk, buckets, u, bucket_gather, last_compute_);
-      deps.push_back(bucket_gather);
-    }
-    if (unit.forward == WorkKind::AttentionForward) {
-      e_.alloc_tensors(MemCategory::Activations, layer_activations(unit.layer, false),
-                       "activations", layer_tensors(unit.layer, false));
-    }
-    if (unit.forward == WorkKind::MtpForward) {
-      e_.alloc(MemCategory::Activations, mtp_activations_, "mtp activations");
-    }
-    if (unit.forward == WorkKind::HeadForward) {
-      for (Bytes b : loss_forward_temporaries_) {
-        e_.alloc(MemCategory::Activations, b, "loss forward temporaries");
-      }
-      e_.alloc(MemCategory::Activations, logits_saved_, "logits");
-    }
-    const bool context = cp_kv_bytes_ > 0 && unit.forward == WorkKind::AttentionForward;
-    std::int32_t exchange = -1;
-    if (context) {
-      exchange = context_exchange_before(false, prev, unit_op_name(unit, "fwd") + suffix);
-      if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
-    }
-    const std::int32_t block_start = prev;
-    prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
-    if (context) context_exchange_after(false, prev, exchange, unit_op_name(unit, "fwd") + suffix);
-    if (ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward) {
-      prev = expert_all_to_alls(prev, 2, unit_op_name(unit, "fwd") + suffix);
-    }
-    if (unit.forward == WorkKind::HeadForward) {
-      for (Bytes b : loss_forward_temporaries_) {
-        e_.free_op(MemCategory::Activations, b, "loss forward temporaries");
-      }
-    }
-    if (unit.forward != WorkKind::HeadForward) {
-      tp_collectives(tp_after(unit, block_start, prev), unit_op_name(unit, "fwd"), tp_bytes_of(unit));
-    }
-    if (stage3 && zero3_.release_after_forward(chunk, u)) {
-      e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
+  if (s_.zero.stage == 3) zero3_.begin_forward(chunk, first_forward);
+  f.prev = last_compute_;
+  f.gather_params = first_forward && policy_.params.gather_in_next_forward;
+  if (f.gather_params) f.buckets = params_.buckets(chunks_[chunk]);
+  return f;
+}
+
+void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
+  const bool stage3 = s_.zero.stage == 3;
+  const Unit& unit = chunks_[f.chunk][u];
+  const std::string& suffix = f.suffix;
+  std::vector<std::int32_t> deps;
+  if (f.combine.after >= 0) deps.push_back(flush_exchange(f.combine));
+  if (stage3) {
+    deps.push_back(zero3_.fetch_forward(f.chunk, u, f.prev));
+    if (policy_.params.compute_waits_for_earlier_gathers) {
+      deps.push_back(zero3_.gathers_before_hook());
     }
   }
-  last_compute_ = prev;
-  if (stage3) zero3_.end_forward(mb, chunk);
-  if (!last_virtual(chunk)) {
+  if (f.gather_params) {
+    f.bucket_gather = params_.in_forward(f.chunk, f.buckets, u, f.bucket_gather, last_compute_);
+    deps.push_back(f.bucket_gather);
+  }
+  if (unit.forward == WorkKind::AttentionForward) {
+    e_.alloc_tensors(MemCategory::Activations, layer_activations(unit.layer, false),
+                     "activations", layer_tensors(unit.layer, false));
+  }
+  if (unit.forward == WorkKind::MtpForward) {
+    e_.alloc(MemCategory::Activations, mtp_activations_, "mtp activations");
+  }
+  if (unit.forward == WorkKind::HeadForward) {
+    for (Bytes b : loss_forward_temporaries_) {
+      e_.alloc(MemCategory::Activations, b, "loss forward temporaries");
+    }
+    e_.alloc(MemCategory::Activations, logits_saved_, "logits");
+  }
+  const bool context = cp_kv_bytes_ > 0 && unit.forward == WorkKind::AttentionForward;
+  std::int32_t exchange = -1;
+  if (context) {
+    exchange = context_exchange_before(false, f.prev, unit_op_name(unit, "fwd") + suffix);
+    if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
+  }
+  const bool experts = ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward;
+  if (experts && f.combined) {
+    // Combined 1F1B: the dispatch on the all-to-all stream, which the experts wait for.
+    deps.push_back(expert_exchange(f.prev, 1, "dispatch", unit_op_name(unit, "fwd") + suffix));
+  }
+  const std::int32_t block_start = f.prev;
+  f.prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
+  if (context) context_exchange_after(false, f.prev, exchange, unit_op_name(unit, "fwd") + suffix);
+  if (experts && f.combined) {
+    // Queued when the pass goes on, so that the other pass's exchange issued in between goes
+    // first on the all-to-all stream, as Megatron-core orders them.
+    f.combine = {f.prev, 1, "combine", unit_op_name(unit, "fwd") + suffix};
+  } else if (experts) {
+    f.prev = expert_all_to_alls(f.prev, 2, unit_op_name(unit, "fwd") + suffix);
+  }
+  if (unit.forward == WorkKind::HeadForward) {
+    for (Bytes b : loss_forward_temporaries_) {
+      e_.free_op(MemCategory::Activations, b, "loss forward temporaries");
+    }
+  }
+  if (unit.forward != WorkKind::HeadForward) {
+    tp_collectives(tp_after(unit, block_start, f.prev), unit_op_name(unit, "fwd"),
+                   tp_bytes_of(unit));
+  }
+  if (stage3 && zero3_.release_after_forward(f.chunk, u)) {
+    e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
+  }
+}
+
+void StageBuilder::end_forward(ForwardPass& f) {
+  // A combine still queued goes, and is waited for before the pass's output leaves.
+  if (f.combine.after >= 0) f.prev = flush_exchange(f.combine);
+  last_compute_ = f.prev;
+  if (s_.zero.stage == 3) zero3_.end_forward(f.mb, f.chunk);
+  if (!last_virtual(f.chunk)) {
     // Sends are asynchronous (isend): the stage goes on; the receiver waits for the data.
     e_.collective(Peer::SendNext, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
-                  "send activations" + suffix, {prev});
+                  "send activations" + f.suffix, {f.prev});
   }
+}
+
+void StageBuilder::forward_pass(int mb, int chunk) {
+  ForwardPass f = begin_forward(mb, chunk);
+  for (std::size_t u = 0; u < chunks_[chunk].size(); ++u) forward_unit(f, u);
+  end_forward(f);
+}
+
+StageBuilder::BackwardPass StageBuilder::begin_backward(int mb, int chunk, BackwardPart part,
+                                                        bool last_of_chunk, bool last_of_step) {
+  BackwardPass b{mb, chunk, pass_suffix(mb, chunk)};
+  b.part = part;
+  b.last_of_step = last_of_step;
+  const bool input_only = part == BackwardPart::Input;
+  if (!last_virtual(chunk)) {
+    e_.host_wait(e_.collective(Peer::RecvNext, CollectiveKind::SendRecv, p2p_bytes_,
+                               Stream::PpRecv, "recv gradients" + b.suffix, {last_compute_}));
+  }
+  b.hooks = !input_only && hooks_run(last_of_chunk);
+  if (s_.zero.stage == 3) zero3_.begin_backward(mb, chunk);
+  if (!input_only) grads_.begin_backward(backwards_done_[chunk]++ > 0);
+  // Autograd's 16-bit param.grad of each unit, from the unit's backward until the pass ends.
+  b.half_grads = policy_.memory.half_grads_until_backward_end && !input_only;
+  b.prev = last_compute_;
+  return b;
+}
+
+void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
+  const int zs = s_.zero.stage;
+  // A zero-bubble B: the gradients wait for the W; ZeRO-3 and stage 2 are refused with it.
+  const bool input_only = b.part == BackwardPart::Input;
+  const bool stage3 = zs == 3;
+  const bool full = s_.parallel.recompute == Recompute::Full;
+  const std::string& suffix = b.suffix;
+  const std::vector<Unit>& units = chunks_[b.chunk];
+  const Unit& unit = units[i];
+  const std::size_t use = 2 * units.size() - 1 - i;  // backward position in the fetch trace
+  std::vector<std::int32_t> deps;
+  if (b.dispatch.after >= 0) deps.push_back(flush_exchange(b.dispatch));
+  if (stage3) {
+    deps.push_back(zero3_.fetch_backward(b.chunk, use, b.prev));
+    if (policy_.params.compute_waits_for_earlier_gathers) {
+      deps.push_back(zero3_.gathers_before_hook());
+    }
+  }
+  const Bytes recomputed =
+      is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
+  if (recomputed > 0 &&
+      (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
+    e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
+                     layer_tensors(unit.layer, true));
+  }
+  if (zs >= 2 && !input_only) {
+    e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  }
+  const bool head = unit.backward == WorkKind::HeadBackward;
+  if (head) {
+    for (Bytes t : loss_backward_temporaries_) {
+      e_.alloc(MemCategory::Activations, t, "loss backward temporaries");
+    }
+  }
+  if (b.half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
+  const bool context = cp_kv_bytes_ > 0 && unit.backward == WorkKind::AttentionBackward;
+  std::int32_t exchange = -1;
+  if (context) {
+    exchange = context_exchange_before(true, b.prev, unit_op_name(unit, "bwd") + suffix);
+    if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
+  }
+  const bool experts = ep_all_to_all_bytes_ > 0 && unit.backward == WorkKind::MoeBackward;
+  if (experts && b.combined) {
+    // Combined 1F1B: the combine's backward on the all-to-all stream before the experts'.
+    deps.push_back(expert_exchange(b.prev, 1, "combine", unit_op_name(unit, "bwd") + suffix));
+  }
+  const bool split = input_only && is_layer_backward(unit.backward);
+  const std::int32_t block_start = b.prev;
+  b.prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps,
+                      split ? BackwardPart::Input : BackwardPart::Whole);
+  if (split && weight_grad_bytes(unit) > 0) {
+    e_.alloc(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
+  }
+  if (context) context_exchange_after(true, b.prev, exchange, unit_op_name(unit, "bwd") + suffix);
+  if (experts && b.combined) {
+    b.dispatch = {b.prev, 1, "dispatch", unit_op_name(unit, "bwd") + suffix};
+  } else if (experts) {
+    b.prev = expert_all_to_alls(b.prev, full ? 4 : 2, unit_op_name(unit, "bwd") + suffix);
+  }
+  // The input gradient of every column-parallel block (and of the vocab-parallel head) is
+  // all-reduced; the embedding's is not needed.
+  if (unit.backward != WorkKind::EmbedBackward) {
+    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "bwd"),
+                   tp_bytes_of(unit));
+  }
+  if (head) {
+    e_.free_op(MemCategory::Activations, logits_saved_, "logits");
+    for (Bytes t : loss_backward_temporaries_) {
+      e_.free_op(MemCategory::Activations, t, "loss backward temporaries");
+    }
+  }
+  if (unit.backward == WorkKind::MtpBackward) {
+    e_.free_op(MemCategory::Activations, mtp_activations_, "mtp activations");
+  }
+  if (unit.backward == WorkKind::AttentionBackward) {
+    e_.free_op(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
+    if (recomputed > 0) {
+      e_.free_op(MemCategory::Activations, recomputed, "recomputed activations");
+    }
+  }
+  if (stage3 && zero3_.release_after_backward(b.chunk, i, use)) {
+    e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
+  }
+  if (b.hooks) unit_hooks(unit, b.prev);
+  if (zs >= 2 && !input_only) {
+    e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  }
+}
+
+void StageBuilder::end_backward(BackwardPass& b) {
+  if (b.dispatch.after >= 0) b.prev = flush_exchange(b.dispatch);
+  if (b.half_grads) {
+    for (const Unit& unit : chunks_[b.chunk]) {
+      e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
+    }
+  }
+  last_compute_ = b.prev;
+  if (!first_virtual(b.chunk)) {
+    e_.collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+                  "send gradients" + b.suffix, {b.prev});
+  }
+  end_gradient_pass(b.prev, b.hooks, b.last_of_step);
 }
 
 void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last_of_chunk,
                                  bool last_of_step) {
-  const int zs = s_.zero.stage;
-  // A zero-bubble B: the gradients wait for the W; ZeRO-3 and stage 2 are refused with it.
-  const bool input_only = part == BackwardPart::Input;
-  const bool stage3 = zs == 3;
-  const std::string suffix = pass_suffix(mb, chunk);
-  if (!last_virtual(chunk)) {
-    e_.host_wait(e_.collective(Peer::RecvNext, CollectiveKind::SendRecv, p2p_bytes_,
-                               Stream::PpRecv, "recv gradients" + suffix, {last_compute_}));
+  BackwardPass b = begin_backward(mb, chunk, part, last_of_chunk, last_of_step);
+  for (std::size_t i = chunks_[chunk].size(); i-- > 0;) backward_unit(b, i);
+  end_backward(b);
+}
+
+// Megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm; combined_1f1b.py and
+// TransformerLayerSchedulePlan): a steady-state forward and backward of two micro-batches run
+// as one step, layer by layer, the forward's layers in order beside the backward's in reverse,
+// their blocks alternating on the compute stream (forward attention, backward experts, forward
+// experts, backward attention) while the all-to-alls run on a stream of their own: each
+// exchange of one pass hides behind a block of the other. The pre- and post-processing (the
+// embedding, the head and loss) and the layers one pass has more of run alone.
+void StageBuilder::combined_pass(const PassStep& fwd, const PassStep& bwd, bool last_of_chunk,
+                                 bool last_of_step) {
+  ForwardPass f = begin_forward(fwd.mb, fwd.chunk);
+  BackwardPass b = begin_backward(bwd.mb, bwd.chunk, BackwardPart::Whole, last_of_chunk,
+                                  last_of_step);
+  f.combined = b.combined = true;
+  // Units grouped by layer: forward groups in model order, backward groups in reverse, each
+  // group's units in its pass's order.
+  auto groups = [&](int chunk, bool backward) {
+    const std::vector<Unit>& units = chunks_[chunk];
+    std::vector<std::vector<std::size_t>> out;
+    for (std::size_t k = 0; k < units.size(); ++k) {
+      const std::size_t u = backward ? units.size() - 1 - k : k;
+      if (out.empty() || units[u].layer < 0 || units[out.back().back()].layer != units[u].layer) {
+        out.emplace_back();
+      }
+      out.back().push_back(u);
+    }
+    return out;
+  };
+  const auto fg = groups(fwd.chunk, false), bg = groups(bwd.chunk, true);
+  const std::vector<Unit>& fu = chunks_[fwd.chunk];
+  const std::vector<Unit>& bu = chunks_[bwd.chunk];
+  std::size_t fi = 0, bi = 0;
+  // The backward's post-processing (head and loss, MTP projection) and the forward's
+  // pre-processing (embedding) first.
+  while (bi < bg.size() && bu[bg[bi].front()].layer < 0) {
+    for (std::size_t u : bg[bi++]) backward_unit(b, u);
   }
-  const bool hooks = !input_only && hooks_run(last_of_chunk);
-  const std::vector<Unit>& units = chunks_[chunk];
-  const std::size_t n_units = units.size();
-  if (stage3) zero3_.begin_backward(mb, chunk);
-  if (!input_only) grads_.begin_backward(backwards_done_[chunk]++ > 0);
-  const bool full = s_.parallel.recompute == Recompute::Full;
-  // Autograd's 16-bit param.grad of each unit, from the unit's backward until the pass ends.
-  const bool half_grads = policy_.memory.half_grads_until_backward_end && !input_only;
-  std::int32_t prev = last_compute_;
-  for (std::size_t i = n_units; i-- > 0;) {
-    const Unit& unit = units[i];
-    const std::size_t use = 2 * n_units - 1 - i;  // backward position in the fetch trace
-    std::vector<std::int32_t> deps;
-    if (stage3) {
-      deps.push_back(zero3_.fetch_backward(chunk, use, prev));
-      if (policy_.params.compute_waits_for_earlier_gathers) {
-        deps.push_back(zero3_.gathers_before_hook());
-      }
-    }
-    const Bytes recomputed =
-        is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
-    if (recomputed > 0 &&
-        (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
-      e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
-                       layer_tensors(unit.layer, true));
-    }
-    if (zs >= 2 && !input_only) {
-      e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
-    }
-    const bool head = unit.backward == WorkKind::HeadBackward;
-    if (head) {
-      for (Bytes b : loss_backward_temporaries_) {
-        e_.alloc(MemCategory::Activations, b, "loss backward temporaries");
-      }
-    }
-    if (half_grads) e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
-    const bool context = cp_kv_bytes_ > 0 && unit.backward == WorkKind::AttentionBackward;
-    std::int32_t exchange = -1;
-    if (context) {
-      exchange = context_exchange_before(true, prev, unit_op_name(unit, "bwd") + suffix);
-      if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
-    }
-    const bool split = input_only && is_layer_backward(unit.backward);
-    const std::int32_t block_start = prev;
-    prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps,
-                      split ? BackwardPart::Input : BackwardPart::Whole);
-    if (split && weight_grad_bytes(unit) > 0) {
-      e_.alloc(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
-    }
-    if (context) context_exchange_after(true, prev, exchange, unit_op_name(unit, "bwd") + suffix);
-    if (ep_all_to_all_bytes_ > 0 && unit.backward == WorkKind::MoeBackward) {
-      prev = expert_all_to_alls(prev, full ? 4 : 2, unit_op_name(unit, "bwd") + suffix);
-    }
-    // The input gradient of every column-parallel block (and of the vocab-parallel head) is
-    // all-reduced; the embedding's is not needed.
-    if (unit.backward != WorkKind::EmbedBackward) {
-      tp_collectives(tp_after(unit, block_start, prev), unit_op_name(unit, "bwd"), tp_bytes_of(unit));
-    }
-    if (head) {
-      e_.free_op(MemCategory::Activations, logits_saved_, "logits");
-      for (Bytes b : loss_backward_temporaries_) {
-        e_.free_op(MemCategory::Activations, b, "loss backward temporaries");
-      }
-    }
-    if (unit.backward == WorkKind::MtpBackward) {
-      e_.free_op(MemCategory::Activations, mtp_activations_, "mtp activations");
-    }
-    if (unit.backward == WorkKind::AttentionBackward) {
-      e_.free_op(MemCategory::Activations, layer_activations(unit.layer, false), "activations");
-      if (recomputed > 0) {
-        e_.free_op(MemCategory::Activations, recomputed, "recomputed activations");
-      }
-    }
-    if (stage3 && zero3_.release_after_backward(chunk, i, use)) {
-      e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
-    }
-    if (hooks) unit_hooks(unit, prev);
-    if (zs >= 2 && !input_only) {
-      e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  while (fi < fg.size() && fu[fg[fi].front()].layer < 0) {
+    for (std::size_t u : fg[fi++]) forward_unit(f, u);
+  }
+  while (fi < fg.size() && bi < bg.size() && fu[fg[fi].front()].layer >= 0 &&
+         bu[bg[bi].front()].layer >= 0) {
+    const std::vector<std::size_t>& a = fg[fi++];
+    const std::vector<std::size_t>& c = bg[bi++];
+    for (std::size_t k = 0; k < std::max(a.size(), c.size()); ++k) {
+      if (k < a.size()) forward_unit(f, a[k]);
+      if (k < c.size()) backward_unit(b, c[k]);
     }
   }
-  if (half_grads) {
-    for (const Unit& unit : units) e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
+  while (fi < fg.size()) {
+    for (std::size_t u : fg[fi++]) forward_unit(f, u);
   }
-  last_compute_ = prev;
-  if (!first_virtual(chunk)) {
-    e_.collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
-                  "send gradients" + suffix, {prev});
+  while (bi < bg.size()) {
+    for (std::size_t u : bg[bi++]) backward_unit(b, u);
   }
-  end_gradient_pass(prev, hooks, last_of_step);
+  end_forward(f);
+  end_backward(b);
 }
 
 bool StageBuilder::hooks_run(bool last_of_chunk) const {

@@ -18,11 +18,13 @@ PassStep backward_pass_k(int k, int pp, int chunks) {
 
 // `warmup` forwards, then alternately one forward and one backward, then the remaining
 // backwards: the shape every schedule here shares.
-std::vector<PassStep> warmup_steady_cooldown(int total, int warmup, int pp, int chunks) {
+std::vector<PassStep> warmup_steady_cooldown(int total, int warmup, int pp, int chunks,
+                                             bool combined = false) {
   std::vector<PassStep> out;
   for (int k = 0; k < warmup; ++k) out.push_back(forward_pass_k(k, pp, chunks));
   for (int k = 0; k < total - warmup; ++k) {
     out.push_back(forward_pass_k(warmup + k, pp, chunks));
+    out.back().combined_with_next = combined;
     out.push_back(backward_pass_k(k, pp, chunks));
   }
   for (int k = total - warmup; k < total; ++k) out.push_back(backward_pass_k(k, pp, chunks));
@@ -70,9 +72,16 @@ std::vector<PassStep> zero_bubble_h1_schedule(int micro_batches, int pp, int sta
   return out;
 }
 
+std::vector<PassStep> combined_1f1b_schedule(int micro_batches, int pp, int chunks, int stage) {
+  const int total = micro_batches * chunks;
+  const int warmup = pp == 1 ? 1 : (pp - stage - 1) * 2 + (chunks - 1) * pp + 1;
+  return warmup_steady_cooldown(total, std::min(warmup, total), pp, chunks, true);
+}
+
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
   const int m = static_cast<int>(s.training.gradient_accumulation_steps);
   const int p = s.parallel.pp, v = s.parallel.virtual_stages;
+  if (s.parallel.overlap_moe_expert_parallel_comm) return combined_1f1b_schedule(m, p, v, stage);
   if (p == 1) return no_pipeline_schedule(m, v);
   switch (s.parallel.pipeline_schedule) {
     case PipelineSchedule::GPipe: return gpipe_schedule(m, p, v);

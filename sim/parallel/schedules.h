@@ -15,6 +15,8 @@ struct PassStep {
   bool forward;
   int mb, chunk;
   BackwardPart part = BackwardPart::Whole;
+  // A forward that runs combined with the backward after it (Megatron-core's combined 1F1B).
+  bool combined_with_next = false;
 };
 
 // No pipeline (pp = 1): each micro-batch's forward over the chunks, then its backward.
@@ -37,6 +39,13 @@ std::vector<PassStep> interleaved_schedule(int micro_batches, int pp, int chunks
 // whose W has not run (1F1B's first stage holds as many), and the deferred Ws fill the cool-down,
 // leaving (pp - 1)(T_F + T_B - T_W) of bubble instead of 1F1B's (pp - 1)(T_F + T_B + T_W).
 std::vector<PassStep> zero_bubble_h1_schedule(int micro_batches, int pp, int stage);
+
+// Megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm, schedules.py and
+// combined_1f1b.py): the interleaved schedule with one more warm-up forward, so that each
+// steady-state forward and the backward after it are independent and run as one step; without
+// pipelining the first forward alone, then (forward j + 1, backward j) pairs, then the last
+// backward.
+std::vector<PassStep> combined_1f1b_schedule(int micro_batches, int pp, int chunks, int stage);
 
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage);
 

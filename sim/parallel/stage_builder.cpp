@@ -159,8 +159,14 @@ Template StageBuilder::build() {
   }
   int backwards_left = 0;
   for (int r : remaining_backward) backwards_left += r;
-  for (const PassStep& st : steps) {
-    if (st.forward) {
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const PassStep& st = steps[k];
+    if (st.combined_with_next) {
+      const PassStep& b = steps[++k];
+      --backwards_left;
+      const bool last_of_chunk = --remaining_backward[b.chunk] == 0;
+      combined_pass(st, b, last_of_chunk, backwards_left == 0);
+    } else if (st.forward) {
       forward_pass(st.mb, st.chunk);
     } else if (st.part == BackwardPart::Input) {
       backward_pass(st.mb, st.chunk, BackwardPart::Input, false, false);

@@ -13,6 +13,7 @@
 #include "sim/parallel/layout.h"
 #include "sim/parallel/offload.h"
 #include "sim/parallel/param_gather.h"
+#include "sim/parallel/schedules.h"
 #include "sim/parallel/stage_template.h"
 #include "sim/parallel/zero3_params.h"
 
@@ -31,7 +32,51 @@ class StageBuilder {
   Template build();
 
  private:
+  // An MoE exchange of the combined 1F1B schedule waiting to be issued: after op `after`
+  // (-1: none), `count` exchanges, named by `which` and `what`.
+  struct QueuedExchange {
+    std::int32_t after = -1;
+    int count = 1;
+    const char* which = "";
+    std::string what;
+  };
+  // One forward or backward pass in progress: built unit by unit, so that the combined 1F1B
+  // schedule can interleave two of them.
+  struct ForwardPass {
+    int mb = 0, chunk = 0;
+    std::string suffix;
+    std::int32_t prev = -1;  // the pass's last compute op (or exchange it must wait for)
+    bool gather_params = false;
+    std::vector<ParamGather::Bucket> buckets;
+    std::int32_t bucket_gather = -1;
+    bool combined = false;    // in a combined 1F1B step: all-to-alls on their own stream
+    QueuedExchange combine;   // the last MoE layer's combine, issued when the pass goes on
+  };
+  struct BackwardPass {
+    int mb = 0, chunk = 0;
+    std::string suffix;
+    std::int32_t prev = -1;
+    BackwardPart part = BackwardPart::Whole;
+    bool hooks = false, half_grads = false, last_of_step = false;
+    bool combined = false;
+    QueuedExchange dispatch;  // the last MoE layer's dispatch backward, issued likewise
+  };
+
   void allocate_states();
+  ForwardPass begin_forward(int mb, int chunk);
+  void forward_unit(ForwardPass& f, std::size_t unit);
+  void end_forward(ForwardPass& f);
+  BackwardPass begin_backward(int mb, int chunk, BackwardPart part, bool last_of_chunk,
+                              bool last_of_step);
+  void backward_unit(BackwardPass& b, std::size_t unit);
+  void end_backward(BackwardPass& b);
+  // A steady-state forward and backward run as one step (Megatron-core's combined 1F1B,
+  // parallel.overlap_moe_expert_parallel_comm), see passes.cpp.
+  void combined_pass(const PassStep& fwd, const PassStep& bwd, bool last_of_chunk,
+                     bool last_of_step);
+  std::int32_t expert_exchange(std::int32_t after, int count, const char* which,
+                               const std::string& what);
+  std::int32_t flush_exchange(QueuedExchange& q);
   void forward_pass(int mb, int chunk);
   // A backward: whole, or a zero-bubble schedule's B (Input: the input gradients, sent to the
   // previous stage; no gradient reaches the hooks).

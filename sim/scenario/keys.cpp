@@ -473,6 +473,14 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "GEMMs (needs sequence_parallel)",
                        FIELD(parallel.tp_comm_overlap))
                   .in_cases("parallel.tp_comm_overlap"));
+  t.push_back(bool_key("parallel.overlap_moe_expert_parallel_comm", false,
+                       "Megatron-core --overlap-moe-expert-parallel-comm (Bridge's moe_a2a_overlap): "
+                       "the combined 1F1B schedule, a steady-state forward and the next backward "
+                       "run layer by layer side by side, their MoE all-to-alls on their own "
+                       "stream behind each other's compute (needs ep > 1 and, with pp > 1, "
+                       "virtual_stages > 1)",
+                       FIELD(parallel.overlap_moe_expert_parallel_comm))
+                  .in_cases("parallel.overlap_moe_expert_parallel_comm"));
   KeySpec fp32_grads = bool_key("parallel.grad_reduce_in_fp32", nullptr,
                                 "Megatron-core's DDP grad_reduce_in_fp32: gradients accumulated "
                                 "and reduced in fp32 (default: true with bf16 or fp8, as "

@@ -421,6 +421,24 @@ void megatron_rules(Scenario& s, const Given& given) {
                        "Megatron-core's MTP does not support learned absolute position "
                        "embeddings; allowed with model.position rotary");
   }
+  if (p.overlap_moe_expert_parallel_comm) {
+    // Megatron-core's asserts (transformer_config.py __post_init__), and what zerosim's combined
+    // schedule is built on.
+    const char* key = "parallel.overlap_moe_expert_parallel_comm";
+    if (p.framework != Framework::Megatron || p.ep <= 1)
+      throw InputError(key, "is Megatron-core's EP all-to-all overlap: needs parallel.framework "
+                            "megatron and parallel.ep > 1");
+    if (p.pp > 1 && p.pipeline_schedule != PipelineSchedule::Interleaved)
+      throw InputError(key, "needs the interleaved schedule with pp > 1 (Megatron-core asserts "
+                            "virtual_pipeline_model_parallel_size): set parallel.virtual_stages > 1");
+    if (p.pp == 1 && p.virtual_stages > 1)
+      throw InputError(key, "without pipelining runs one model chunk");
+    if (p.recompute == Recompute::Full || p.recompute == Recompute::SelectiveOp)
+      throw InputError(key, "cannot be combined with full recomputation (Megatron-core asserts "
+                            "it); allowed: parallel.recompute none or selective");
+    if (s.model.mtp_num_layers > 1)
+      throw InputError(key, "supports at most one MTP layer (Megatron-core asserts it)");
+  }
   if (!given("parallel.grad_reduce_in_fp32"))
     p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
                             sixteen_bit(s.training.precision) == Precision::Bf16;

@@ -130,6 +130,10 @@ struct ParallelConfig {
   // Megatron --tp-comm-overlap (Transformer Engine's userbuffers): the attention and MLP blocks'
   // TP all-gathers and reduce-scatters pipelined with their GEMMs, run beside the block.
   bool tp_comm_overlap = false;
+  // Megatron-core --overlap-moe-expert-parallel-comm: the combined 1F1B schedule, each
+  // steady-state forward run beside the next backward so that their MoE all-to-alls hide behind
+  // each other's compute (sim/parallel/schedules.h, passes.cpp combined_pass).
+  bool overlap_moe_expert_parallel_comm = false;
   // Megatron's main_grad buffer and its reduction in fp32 (DDP config grad_reduce_in_fp32;
   // Megatron-LM turns it on for bf16 unless --grad-reduce-in-bf16), else in the 16-bit dtype.
   bool grad_reduce_in_fp32 = false;

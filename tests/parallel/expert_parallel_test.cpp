@@ -11,6 +11,9 @@
 // to other ranks.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <set>
+
 #include "sim/cost/work_kernels.h"
 #include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
@@ -235,6 +238,109 @@ TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
   EXPECT_EQ(with(2, [](json& d) { d["parallel"]["tp"] = 2; }), "parallel.sequence_parallel");
   EXPECT_EQ(with(2, [](json& d) { d["model"].erase("moe"); }), "parallel.ep");
   EXPECT_EQ(with(2, [](json&) {}), "(accepted)");
+}
+
+}  // namespace
+}  // namespace zerosim
+
+namespace zerosim {
+namespace {
+
+// Megatron-core's combined 1F1B (parallel.overlap_moe_expert_parallel_comm) against a closed
+// form. Blocks cost a (attention) and e (MoE) forward, twice that backward; every other op and
+// every collective but the all-to-all nothing; an all-to-all of one exchange's bytes c (two
+// exchanges played as one op: 2c). One layer, no pipeline, m micro-batches.
+//  - Not combined: each forward a + e + 2c, each backward 2e + 2c + 2a: m (3a + 3e + 4c).
+//  - Combined: the first forward alone (a + e + 2c), then m - 1 steps that run forward j + 1
+//    beside backward j: forward attention, backward experts, forward experts, backward
+//    attention on the compute stream, the four exchanges on their own stream after the block
+//    each follows. With a, e >= c each exchange ends before the block that needs it may start:
+//    3a + 3e per step. The last backward alone: 2e + 2c + 2a. In all m (3a + 3e) + 4c.
+class MoeBlocks : public ComputeModel {
+ public:
+  MoeBlocks(const TrainingPlan& tp, SimTime a, SimTime e) : tp_(tp), a_(a), e_(e) {}
+  SimTime duration(const Plan& plan, OpId op) override {
+    switch (tp_.works[plan.ops[op].work].kind) {
+      case WorkKind::AttentionForward: return a_;
+      case WorkKind::AttentionBackward: return 2 * a_;
+      case WorkKind::MoeForward: return e_;
+      case WorkKind::MoeBackward: return 2 * e_;
+      default: return 0;
+    }
+  }
+  double comm_slowdown() const override { return 0; }
+
+ private:
+  const TrainingPlan& tp_;
+  SimTime a_, e_;
+};
+
+// All-to-alls take c per exchange's bytes; the rest nothing.
+class AllToAllOnly : public CommBackend {
+ public:
+  AllToAllOnly(Bytes exchange, SimTime c) : exchange_(exchange), c_(c) {}
+  void start(const Plan& plan, std::uint32_t id, SimTime now) override {
+    const Collective& col = plan.collectives[id];
+    const SimTime d = col.kind == CollectiveKind::AllToAll ? c_ * (col.bytes / exchange_) : 0;
+    pending_.insert({now + d, id});
+  }
+  SimTime next_completion() const override {
+    return pending_.empty() ? kNever : pending_.begin()->first;
+  }
+  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override {
+    while (!pending_.empty() && pending_.begin()->first == now) {
+      done.push_back(pending_.begin()->second);
+      pending_.erase(pending_.begin());
+    }
+  }
+
+ private:
+  Bytes exchange_;
+  SimTime c_;
+  std::set<std::pair<SimTime, std::uint32_t>> pending_;
+};
+
+TEST(expertParallel, CombinedOneFOneBHidesTheAllToAllsBehindTheOtherPass) {
+  const SimTime a = 40 * kPicosPerMicro, e = 30 * kPicosPerMicro, c = 10 * kPicosPerMicro;
+  for (int m : {1, 2, 5}) {
+    for (bool combined : {false, true}) {
+      SCOPED_TRACE("m " + std::to_string(m) + (combined ? " combined" : ""));
+      json doc = moe_doc(2, {{"stage", 1}}, m, 2);
+      doc["model"]["num_layers"] = 1;
+      doc["model"]["position"] = "rotary";
+      doc["parallel"]["framework"] = "megatron";
+      doc["parallel"]["overlap_moe_expert_parallel_comm"] = combined;
+      const Scenario s = resolve_scenario(doc);
+      const TrainingPlan tp = build_training_plan(s, true);
+      // One exchange: b x s x top_k x h 16-bit values.
+      const Bytes exchange = 2 * 128 * 2 * 64;
+      MoeBlocks compute(tp, a, e);
+      AllToAllOnly comm(exchange, c);
+      const EngineResult r = run_engine(tp.plan, compute, comm);
+      const SimTime expected = combined ? m * (3 * a + 3 * e) + 4 * c : m * (3 * a + 3 * e + 4 * c);
+      EXPECT_EQ(r.makespan, expected);
+    }
+  }
+}
+
+TEST(expertParallel, CombinedOneFOneBRefusesWhatMegatronRefuses) {
+  auto key = [](const std::function<void(json&)>& edit) {
+    json doc = moe_doc(2, {{"stage", 1}}, 2, 2);
+    doc["parallel"]["framework"] = "megatron";
+    doc["parallel"]["overlap_moe_expert_parallel_comm"] = true;
+    edit(doc);
+    return input_error_key(doc);
+  };
+  const std::string k = "parallel.overlap_moe_expert_parallel_comm";
+  EXPECT_EQ(key([](json&) {}), "(accepted)");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["framework"] = "deepspeed"; }), k);
+  EXPECT_EQ(key([](json& d) { d["parallel"]["ep"] = 1; }), k);
+  EXPECT_EQ(key([](json& d) { d["parallel"]["recompute"] = "full"; }), k);
+  EXPECT_EQ(key([](json& d) {
+              d["cluster"]["num_gpus"] = 4;
+              d["parallel"]["pp"] = 2;
+            }),
+            k);  // a pipeline without interleaving
 }
 
 }  // namespace

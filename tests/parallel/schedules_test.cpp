@@ -124,5 +124,38 @@ TEST(schedules, NoPipelineRunsEachMicroBatchThrough) {
   EXPECT_EQ(check_and_peak(steps, 3, 1), 1);
 }
 
+// Megatron-core's combined 1F1B (schedules.py get_pp_rank_microbatches: one more warm-up
+// micro-batch when overlap_moe_expert_parallel_comm is set): the interleaved order with the
+// 1F1B phase starting one forward later, each steady-state forward marked to run with the
+// backward after it, and a combined forward's micro-batch never the backward's (they must be
+// independent). Without pipelining: F0, then (F j+1, B j) pairs, then the last backward.
+TEST(schedules, CombinedOneFOneBPairsEachSteadyForwardWithTheNextBackward) {
+  for (int stage : {0, 1, 3}) {
+    const int p = 4, m = 8, v = 2;
+    const std::vector<PassStep> steps = combined_1f1b_schedule(m, p, v, stage);
+    check_and_peak(steps, m, v);
+    const int warmup = (p - stage - 1) * 2 + (v - 1) * p + 1;
+    int paired = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (!steps[i].combined_with_next) continue;
+      ++paired;
+      ASSERT_LT(i + 1, steps.size());
+      EXPECT_TRUE(steps[i].forward);
+      EXPECT_FALSE(steps[i + 1].forward);
+      EXPECT_FALSE(steps[i].mb == steps[i + 1].mb && steps[i].chunk == steps[i + 1].chunk);
+    }
+    EXPECT_EQ(paired, m * v - warmup) << "stage " << stage;
+    for (int k = 0; k < warmup; ++k) EXPECT_TRUE(steps[static_cast<std::size_t>(k)].forward);
+  }
+  const std::vector<PassStep> alone = combined_1f1b_schedule(3, 1, 1, 0);
+  ASSERT_EQ(alone.size(), 6u);
+  const int order[6][2] = {{1, 0}, {1, 1}, {0, 0}, {1, 2}, {0, 1}, {0, 2}};  // forward?, mb
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(alone[i].forward, order[i][0] == 1);
+    EXPECT_EQ(alone[i].mb, order[i][1]);
+    EXPECT_EQ(alone[i].combined_with_next, i == 1 || i == 3);
+  }
+}
+
 }  // namespace
 }  // namespace zerosim::plan_detail
