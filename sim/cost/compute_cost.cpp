@@ -199,6 +199,34 @@ double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) con
   return t;
 }
 
+// What Megatron-core's selective recomputation replays in a block's backward, by module
+// (Scenario recompute_modules): the attention core (core_attn), the block's norm forward
+// (layernorm: read and write its 16-bit tokens, split over TP under sequence parallelism), MLA's
+// q_up and kv_up GEMMs (mla_up_proj), a dense MLP's whole forward (mlp), and the routed
+// experts' activation function (moe_act: a gated one reads its two halves and writes one, 3
+// bytes per element of the first expert GEMM's output; 4 for GeLU / ReLU, read and write).
+double ComputeCost::selective_recompute_seconds(WorkKind kind, const WorkKernels& forward) const {
+  const RecomputeModules& m = s_.parallel.recompute_modules;
+  double t = 0;
+  if (m.core_attn && forward.attention_flops) t += attention_seconds(*forward.attention_flops, false);
+  if (m.layernorm) {
+    const double tokens = s_.micro_batch_tokens() /
+                          (s_.parallel.sequence_parallel ? static_cast<double>(s_.parallel.tp) : 1.0);
+    t += bytes_seconds(4.0 * tokens * static_cast<double>(s_.model.hidden_size));
+  }
+  for (const Gemm& g : forward.gemms) {
+    if (kind == WorkKind::AttentionBackward && m.mla_up_proj && (g.name == "q_up" || g.name == "kv_up"))
+      t += gemm_seconds(g);
+    if (kind == WorkKind::MoeBackward && m.moe_act && g.expert &&
+        (g.name == "expert_gate_up" || g.name == "expert_up")) {
+      const double out = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.count);
+      t += bytes_seconds((g.name == "expert_gate_up" ? 3.0 : 4.0) * out);
+    }
+  }
+  if (kind == WorkKind::MlpBackward && m.mlp) t += layer_block_seconds(forward, false);
+  return t;
+}
+
 double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
   const LayerWork& layer = is_moe_kind(kind) ? moe_layer_ : layer_;
   const WorkKernels k = work_kernels(kind, s_, layer, part);
@@ -224,9 +252,7 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
       }
       const WorkKernels forward = work_kernels(fwd, s_, layer);
       if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
-      if (rc == Recompute::Selective && forward.attention_flops) {
-        t += attention_seconds(*forward.attention_flops, false);
-      }
+      if (rc == Recompute::Selective) t += selective_recompute_seconds(kind, forward);
       return t;
     }
     case WorkKind::HeadForward:

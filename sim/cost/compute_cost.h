@@ -49,6 +49,7 @@ class ComputeCost : public ComputeModel {
   double gemm_seconds(const Gemm& g) const;
   double bytes_seconds(double bytes) const;
   double block_seconds(WorkKind kind, BackwardPart part) const;
+  double selective_recompute_seconds(WorkKind kind, const WorkKernels& forward) const;
   double attention_seconds(double flops, bool backward) const;
   double layer_block_seconds(const WorkKernels& k, bool backward) const;
   double host_seconds(const Work& work) const;

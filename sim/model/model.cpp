@@ -483,8 +483,13 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
                                                  std::int64_t tp, bool sequence_parallel,
                                                  Recompute recompute, bool flash_attention,
                                                  bool moe_layer, std::int64_t cp,
-                                                 std::int64_t expert_tp) {
+                                                 std::int64_t expert_tp,
+                                                 RecomputeModules modules) {
   check_parallel(m, micro_batch, tp);
+  // Without selective recomputation no module is replayed; Megatron's selective default is the
+  // attention core alone.
+  if (recompute != Recompute::Selective) modules = {};
+  if (recompute == Recompute::None) modules.core_attn = false;
   if (expert_tp == 0) expert_tp = tp;
   const double c = static_cast<double>(cp);  // context parallelism: s / cp tokens per rank
   const double s = static_cast<double>(m.seq_length);
@@ -523,10 +528,14 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     return out;
   }
 
-  // The norm inputs (2 each), the QKV and first-linear inputs (2 each), two dropout masks (1).
+  // The norm inputs (2 each), the QKV and first-linear inputs (2 each: the norms' outputs, which
+  // the layernorm module recomputes), two dropout masks (1).
+  const bool moe = moe_layer && m.is_moe();
   for (int n = 0; n < m.layer_norms; ++n) replicated(2.0 * sbh);
-  replicated(2.0 * sbh);
-  replicated(2.0 * sbh);
+  if (!modules.layernorm) {
+    replicated(2.0 * sbh);
+    replicated(2.0 * sbh);
+  }
   replicated(sbh);
   replicated(sbh);
   // The MLP's intermediates, 2 bytes per element of its width each: GeLU 2 of them, ReLU 1,
@@ -536,16 +545,26 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
   // and the experts' outputs before the weighted combine (as many), and the router's fp32
   // probabilities (4 bytes per token and expert) that the combine's and the softmax's backward
   // read; split by tp / expert_tp when the EP groups span TP (each rank routes its own tokens).
+  // The last of them is the activation function's output (the second linear's input): the
+  // moe_act module recomputes the routed experts' (the shared experts' stays); the mlp module
+  // replays a dense MLP from its input, keeping none of them.
   const int intermediates = m.mlp == MlpKind::Relu ? 1 : gated(m) ? 3 : 2;
   double width = s * b * static_cast<double>(m.ffn_hidden_size);
-  const bool moe = moe_layer && m.is_moe();
   if (moe) {
     const double k = static_cast<double>(m.moe.top_k);
     width = s * b *
             (k * static_cast<double>(m.moe.expert_ffn_hidden_size) +
              static_cast<double>(m.moe.shared_ffn_hidden_size));
   }
-  for (int i = 0; i < intermediates; ++i) split(2.0 * width);
+  if (!(modules.mlp && !moe)) {
+    for (int i = 0; i < intermediates - 1; ++i) split(2.0 * width);
+    if (moe && modules.moe_act) {
+      if (m.moe.shared_ffn_hidden_size > 0)
+        split(2.0 * s * b * static_cast<double>(m.moe.shared_ffn_hidden_size));
+    } else {
+      split(2.0 * width);
+    }
+  }
   if (moe) {
     const double k = static_cast<double>(m.moe.top_k);
     const double own = static_cast<double>(tp / expert_tp);
@@ -557,11 +576,14 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     // MLA by the same rules: Q and K at the query/key width, V and the out-projection input at
     // the value width (2 bytes each), and the latents, produced by the replicated
     // down-projections, with their norm's input and output (2 bytes per latent element each).
+    // The mla_up_proj module recomputes Q, K and V from the latents.
     const double sqk = s * b * static_cast<double>(m.qk_width());
     const double sv = s * b * static_cast<double>(m.v_width());
-    split(2.0 * sqk);
-    split(2.0 * sqk);
-    split(2.0 * sv);
+    if (!modules.mla_up_proj) {
+      split(2.0 * sqk);
+      split(2.0 * sqk);
+      split(2.0 * sv);
+    }
     split(2.0 * sv);
     const double latents = s * b * static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
     replicated(2.0 * latents);
@@ -575,7 +597,7 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     split(2.0 * sbk);
     split(2.0 * sbq);
   }
-  if (recompute == Recompute::None && !flash_attention) {
+  if (!modules.core_attn && !flash_attention) {
     // The scores: softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b.
     const double as2b = static_cast<double>(m.num_attention_heads) * s * s * b;
     split(2.0 * as2b);
@@ -587,10 +609,12 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
 
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
-                                  bool moe_layer, std::int64_t cp, std::int64_t expert_tp) {
+                                  bool moe_layer, std::int64_t cp, std::int64_t expert_tp,
+                                  RecomputeModules modules) {
   double sum = 0;
   for (double bytes : activation_tensors_per_layer(m, micro_batch, tp, sequence_parallel, recompute,
-                                                   flash_attention, moe_layer, cp, expert_tp)) {
+                                                   flash_attention, moe_layer, cp, expert_tp,
+                                                   modules)) {
     sum += bytes;
   }
   return sum;

@@ -20,6 +20,17 @@ enum class PositionKind { Learned, Rotary, Alibi };
 // selective checkpointing (op_checkpoint_matmuls below). Full: every layer's forward replayed.
 enum class Recompute { None, Selective, SelectiveOp, Full };
 
+// Megatron-core's selective recomputation by module (--recompute-modules with
+// --recompute-granularity selective; transformer_config.py): the parts of a layer replayed in
+// backward instead of kept. core_attn: the attention core (Megatron's default, zerosim's
+// Recompute::Selective); layernorm: the two norms' outputs; moe_act: the routed experts'
+// activation function; mla_up_proj: MLA's up-projections (queries, keys and values); mlp: a
+// dense layer's whole MLP (Megatron skips MoE layers for it).
+struct RecomputeModules {
+  bool core_attn = true, layernorm = false, moe_act = false, mla_up_proj = false, mlp = false;
+  bool operator==(const RecomputeModules&) const = default;
+};
+
 std::string to_string(MlpKind k);       // "gelu", "swiglu", "relu", "geglu"
 std::string to_string(Recompute r);
 std::string to_string(NormKind k);      // "layernorm", "rmsnorm"
@@ -274,18 +285,21 @@ double model_flops_per_token(const ModelSpec& m);
 // With context parallelism of degree `cp` every term divides by cp (each rank keeps its s / cp
 // tokens' activations, and without flash attention its s / cp rows of the scores).
 // Recompute::SelectiveOp counts what op_checkpoint_matmuls' policy saves (MoE and MLA layers
-// are refused for it by the scenario). The sum of activation_tensors_per_layer.
+// are refused for it by the scenario); Recompute::Selective drops what `modules` replays. The
+// sum of activation_tensors_per_layer.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer = false, std::int64_t cp = 1,
-                                  std::int64_t expert_tp = 0);
+                                  std::int64_t expert_tp = 0,
+                                  RecomputeModules modules = {});
 // The tensors activation_bytes_per_layer counts, one entry per tensor (bytes per GPU): the
 // caching allocator places them one by one (sim/memory/caching_allocator.h).
 std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
                                                  std::int64_t tp, bool sequence_parallel,
                                                  Recompute recompute, bool flash_attention,
                                                  bool moe_layer = false, std::int64_t cp = 1,
-                                                 std::int64_t expert_tp = 0);
+                                                 std::int64_t expert_tp = 0,
+                                                 RecomputeModules modules = {});
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

@@ -201,6 +201,51 @@ KeySpec layout_key(std::string path, std::string help) {
   return k;
 }
 
+// Megatron-core's recompute_modules: a list of module names (transformer_config.py's choices).
+// The ones zerosim replays set RecomputeModules; Megatron's others for this architecture (moe,
+// shared_experts) are warned about and not simulated; anything else is an error.
+KeySpec recompute_modules_key(std::string path, std::string help) {
+  KeySpec k = entry(std::move(path), "list", nullptr, std::move(help));
+  k.read = [p = k.path](const json& v, Scenario& s) {
+    if (v.is_null()) return;
+    const std::vector<std::string> simulated = {"core_attn", "layernorm", "moe_act",
+                                                "mla_up_proj", "mlp"};
+    const std::vector<std::string> warned = {"moe", "shared_experts"};
+    if (!v.is_array())
+      throw InputError(p, "expected a list of Megatron-core module names, got " + v.dump());
+    RecomputeModules m{false, false, false, false, false};
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string at = p + "[" + std::to_string(i) + "]";
+      const std::string n = v[i].is_string() ? v[i].get<std::string>() : v[i].dump();
+      if (n == "core_attn") m.core_attn = true;
+      else if (n == "layernorm") m.layernorm = true;
+      else if (n == "moe_act") m.moe_act = true;
+      else if (n == "mla_up_proj") m.mla_up_proj = true;
+      else if (n == "mlp") m.mlp = true;
+      else if (std::find(warned.begin(), warned.end(), n) != warned.end())
+        s.warnings.push_back({at, "Megatron-core's '" + n + "' recomputation is not simulated: "
+                                  "its activations are counted as kept and its replay as not run"});
+      else
+        throw InputError(at, "unknown module '" + n + "'" + did_you_mean(n, simulated) +
+                                 "; allowed: core_attn, layernorm, moe_act, mla_up_proj, mlp "
+                                 "(and moe, shared_experts, not simulated)");
+    }
+    s.parallel.recompute_modules = m;
+  };
+  k.echo = [](const Scenario& s) {
+    const RecomputeModules& m = s.parallel.recompute_modules;
+    if (m == RecomputeModules{}) return json();
+    json out = json::array();
+    if (m.core_attn) out.push_back("core_attn");
+    if (m.layernorm) out.push_back("layernorm");
+    if (m.moe_act) out.push_back("moe_act");
+    if (m.mla_up_proj) out.push_back("mla_up_proj");
+    if (m.mlp) out.push_back("mlp");
+    return out;
+  };
+  return k;
+}
+
 template <class Get>
 KeySpec count_key(std::string path, json def, std::string help, Get get, AutoRule rule = {}) {
   KeySpec k = entry(std::move(path), "count", std::move(def), std::move(help));
@@ -453,6 +498,11 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        FIELD(parallel.recompute))
                   .flag("recompute", "none, selective, selective-op or full (sets parallel.recompute)")
                   .in_cases("parallel.recompute"));
+  t.push_back(recompute_modules_key(
+      "parallel.recompute_modules",
+      "Megatron-core --recompute-modules, with recompute selective: core_attn (the default), "
+      "layernorm, moe_act, mla_up_proj, mlp (dense layers); moe and shared_experts are read and "
+      "warned about (not simulated)").in_cases("parallel.recompute_modules"));
   t.push_back(enum_key("parallel.framework", "deepspeed", kFrameworkNames,
                        "whose schedule to mirror", FIELD(parallel.framework))
                   .flag("framework", "deepspeed, megatron, fsdp or nanotron")

@@ -325,7 +325,14 @@ void compile_rules(const Scenario& s) {
 // torchtitan's op-level checkpointing: where it is simulated. Its save policy counts the
 // matmuls of torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP
 // plan makes the norms sequence-parallel.
-void recompute_rules(const Scenario& s) {
+void recompute_rules(const Scenario& s, const Given& given) {
+  if (given("parallel.recompute_modules") &&
+      (s.parallel.recompute != Recompute::Selective ||
+       s.parallel.framework != Framework::Megatron)) {
+    throw InputError("parallel.recompute_modules",
+                     "is Megatron-core's --recompute-modules: needs parallel.framework megatron "
+                     "and parallel.recompute selective");
+  }
   if (s.parallel.recompute != Recompute::SelectiveOp) return;
   const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";
   if (s.parallel.framework != Framework::Fsdp) {
@@ -576,7 +583,7 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
   megatron_rules(s, given);
   sharding_variant_rules(s);
   fp8_gather_rules(s);
-  recompute_rules(s);
+  recompute_rules(s, given);
   compile_rules(s);
   whatif_rules(s);
 

@@ -124,6 +124,8 @@ struct ParallelConfig {
   PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::None;
+  // With recompute selective: Megatron-core's --recompute-modules (core_attn alone by default).
+  RecomputeModules recompute_modules;
   Framework framework = Framework::DeepSpeed;
   bool overlap_grad_reduce = false;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather

@@ -248,5 +248,49 @@ TEST(modelActivations, OpLevelCheckpointRecomputesWkWoAndW3) {
   EXPECT_DOUBLE_EQ(mlp, 2 * t * f * h);
 }
 
+// Megatron-core's selective recomputation by module, counted by hand from the same terms.
+// Llama 3 8B (SwiGLU: intermediates gate, up and their product, 2sbf each): layernorm drops the
+// QKV and MLP inputs (the norms' outputs, 2sbh each); mlp drops the three intermediates; GPT-3
+// without flash attention and without core_attn keeps the scores (5as^2b).
+TEST(modelActivations, RecomputeModulesDropWhatTheyReplay) {
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size;
+  auto bytes = [&](RecomputeModules r) {
+    return activation_bytes_per_layer(m, 1, 1, false, Recompute::Selective, true, false, 1, 0, r);
+  };
+  const double base = bytes({});
+  EXPECT_DOUBLE_EQ(base, activation_bytes_per_layer(m, 1, 1, false, Recompute::Selective, true));
+  EXPECT_DOUBLE_EQ(bytes({true, true, false, false, false}), base - 4 * s * h);
+  EXPECT_DOUBLE_EQ(bytes({true, false, false, false, true}), base - 6 * s * f);
+  EXPECT_DOUBLE_EQ(bytes({true, false, true, true, false}), base);  // no MoE, no MLA layer
+  // Without recompute selective the modules change nothing.
+  EXPECT_DOUBLE_EQ(
+      activation_bytes_per_layer(m, 1, 1, false, Recompute::None, true, false, 1, 0,
+                                 {true, true, true, true, true}),
+      activation_bytes_per_layer(m, 1, 1, false, Recompute::None, true));
+  const ModelSpec g = model_preset("gpt3-2.7b", "model");
+  const double a = g.num_attention_heads, gs = g.seq_length;
+  EXPECT_DOUBLE_EQ(
+      activation_bytes_per_layer(g, 1, 1, false, Recompute::Selective, false, false, 1, 0,
+                                 {false, false, false, false, false}),
+      activation_bytes_per_layer(g, 1, 1, false, Recompute::Selective, false) + 5 * a * gs * gs);
+}
+
+// DeepSeek-V3's MoE layer: mla_up_proj drops Q and K (2 x 2sb x 128 x 192) and V (2sb x 128 x
+// 128), keeping the attention output; moe_act drops the routed experts' activation output
+// (2sb x top_k 8 x 2048), keeping the shared expert's (2sb x 2048).
+TEST(modelActivations, MlaUpProjAndMoeActDropTheirTensors) {
+  const ModelSpec m = model_preset("deepseek-v3", "model");
+  const double s = m.seq_length;
+  auto bytes = [&](RecomputeModules r) {
+    return activation_bytes_per_layer(m, 1, 1, false, Recompute::Selective, true, true, 1, 0, r);
+  };
+  const double base = bytes({});
+  EXPECT_DOUBLE_EQ(bytes({true, false, false, true, false}),
+                   base - 2 * 2 * s * 128 * 192 - 2 * s * 128 * 128);
+  EXPECT_DOUBLE_EQ(bytes({true, false, true, false, false}), base - 2 * s * 8 * 2048);
+  EXPECT_DOUBLE_EQ(bytes({true, false, false, false, true}), base);  // mlp: dense layers only
+}
+
 }  // namespace
 }  // namespace zerosim
