@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <set>
 
+#include "sim/collective/fixed_duration_comm.h"
 #include "sim/cost/work_kernels.h"
 #include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
@@ -276,28 +276,19 @@ class MoeBlocks : public ComputeModel {
 };
 
 // All-to-alls take c per exchange's bytes; the rest nothing.
-class AllToAllOnly : public CommBackend {
+class AllToAllOnly : public FixedDurationComm {
  public:
   AllToAllOnly(Bytes exchange, SimTime c) : exchange_(exchange), c_(c) {}
-  void start(const Plan& plan, std::uint32_t id, SimTime now) override {
+
+ protected:
+  SimTime collective_duration(const Plan& plan, std::uint32_t id) override {
     const Collective& col = plan.collectives[id];
-    const SimTime d = col.kind == CollectiveKind::AllToAll ? c_ * (col.bytes / exchange_) : 0;
-    pending_.insert({now + d, id});
-  }
-  SimTime next_completion() const override {
-    return pending_.empty() ? kNever : pending_.begin()->first;
-  }
-  void pop_completed(SimTime now, std::vector<std::uint32_t>& done) override {
-    while (!pending_.empty() && pending_.begin()->first == now) {
-      done.push_back(pending_.begin()->second);
-      pending_.erase(pending_.begin());
-    }
+    return col.kind == CollectiveKind::AllToAll ? c_ * (col.bytes / exchange_) : 0;
   }
 
  private:
   Bytes exchange_;
   SimTime c_;
-  std::set<std::pair<SimTime, std::uint32_t>> pending_;
 };
 
 TEST(expertParallel, CombinedOneFOneBHidesTheAllToAllsBehindTheOtherPass) {
