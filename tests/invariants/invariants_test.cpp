@@ -332,6 +332,50 @@ TEST(invariantsRandom, EngineTrajectoriesKeepTheInvariants) {
   }
 }
 
+// Megatron-core's MoE features that interleave or add passes: the combined 1F1B (two passes'
+// units interleaved, exchanges on their own stream), MTP on the loss's stage and the recompute
+// modules, with and without a pipeline, folded and all ranks: every op runs once after its
+// dependencies, every collective's members match, and every allocation is freed as it was made.
+TEST(invariantsFeatures, CombinedOneFOneBAndMtpKeepTheInvariants) {
+  for (int pp : {1, 2}) {
+    for (const char* ranks : {"folded", "all"}) {
+      json parallel = {{"tp", 2},
+                       {"pp", pp},
+                       {"ep", 2},
+                       {"etp", 1},
+                       {"sequence_parallel", true},
+                       {"framework", "megatron"},
+                       {"recompute", "selective"},
+                       {"recompute_modules", {"layernorm", "moe_act", "mlp"}},
+                       {"overlap_moe_expert_parallel_comm", true}};
+      if (pp > 1) parallel["pipeline_model_parallel_layout"] = "Et|tt|t|tmL";
+      const json doc = {
+          {"model",
+           {{"num_layers", 5},
+            {"hidden_size", 64},
+            {"num_attention_heads", 4},
+            {"vocab_size", 1000},
+            {"seq_length", 128},
+            {"position", "rotary"},
+            {"tied_embeddings", false},
+            {"mtp_num_layers", 1},
+            {"moe",
+             {{"num_experts", 4}, {"top_k", 2}, {"expert_ffn_hidden_size", 64}, {"first_k_dense", 1}}}}},
+          {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 4 * pp}}},
+          {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 4}}},
+          {"parallel", parallel},
+          {"zero", {{"stage", 1}}},
+          {"sim", {{"ranks", ranks}}}};
+      const std::string where = doc.dump();
+      const Scenario s = resolve_scenario(doc);
+      const Simulation sim = simulate_step(s);
+      check_order_and_dependencies(sim.plan.plan, sim.result, where);
+      check_collectives(sim.plan, sim.result, where);
+      check_memory(s, sim.plan, sim.result, where);
+    }
+  }
+}
+
 // Random flows between random GPUs of a real topology (4 DGX H100 nodes, rail fat tree, and a
 // 3:1 oversubscribed clos): after every event, each link's load (the sum of its flows' rates) is
 // at most its capacity, time only moves forward, every flow completes exactly once, and each
