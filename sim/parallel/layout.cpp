@@ -102,10 +102,11 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   const std::int64_t mtp_embedding =
       par.pp > 1 && !m.tied_embeddings ? ceil_div(m.vocab_size * h, tp) : 0;
   for (std::int64_t i = 0; i < m.mtp_num_layers; ++i) {
+    const std::int64_t copy = i == 0 ? mtp_embedding : 0;  // one copy, shared by the modules
     Unit proj{WorkKind::MtpForward, WorkKind::MtpBackward, static_cast<int>(m.num_layers + i),
-              ceil_div(2 * h * h, tp) + 3 * pc.final_norm + mtp_embedding, "mtp",
-              mtp_embedding > 0 ? 2 : 1, 3 * norm_tensors, {ceil_div(2 * h * h, tp)}};
-    if (mtp_embedding > 0) proj.weights.push_back(mtp_embedding);
+              ceil_div(2 * h * h, tp) + 3 * pc.final_norm + copy, "mtp", copy > 0 ? 2 : 1,
+              3 * norm_tensors, {ceil_div(2 * h * h, tp)}};
+    if (copy > 0) proj.weights.push_back(copy);
     std::vector<Unit>& last = per_virtual[virtual_stages - 1];
     last.push_back(proj);
     last.push_back(attention);

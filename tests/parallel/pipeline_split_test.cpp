@@ -306,6 +306,17 @@ TEST(parallelPipelineSplit, MtpRunsWithTheLossAndItsParametersAreCounted) {
   }
 }
 
+// Two MTP modules share the last stage's one copy of the embedding.
+TEST(parallelPipelineSplit, TwoMtpModulesShareOneEmbeddingCopy) {
+  json doc = mtp_doc(4, 2, "Et|tt|t|mmL");
+  doc["model"]["mtp_num_layers"] = 2;
+  const Scenario s = resolve_scenario(doc);
+  std::int64_t params = 0;
+  for (const auto& g : plan_detail::virtual_stage_units(s))
+    for (const plan_detail::Unit& u : g) params += u.params;
+  EXPECT_EQ(params, count_params(s.model).total + 1000 * 64);
+}
+
 TEST(parallelPipelineSplit, MtpPlacementsMegatronRefusesAreRefused) {
   const std::string key = "parallel.pipeline_model_parallel_layout";
   EXPECT_EQ(testing_plan::input_error_key(mtp_doc(4, 2, "Et|tt|t|mL")), "(accepted)");
