@@ -438,8 +438,6 @@ void megatron_rules(Scenario& s, const Given& given) {
     if (p.pp > 1 && p.pipeline_schedule != PipelineSchedule::Interleaved)
       throw InputError(key, "needs the interleaved schedule with pp > 1 (Megatron-core asserts "
                             "virtual_pipeline_model_parallel_size): set parallel.virtual_stages > 1");
-    if (p.pp == 1 && p.virtual_stages > 1)
-      throw InputError(key, "without pipelining runs one model chunk");
     if (p.recompute == Recompute::Full || p.recompute == Recompute::SelectiveOp)
       throw InputError(key, "cannot be combined with full recomputation (Megatron-core asserts "
                             "it); allowed: parallel.recompute none or selective");
