@@ -66,6 +66,8 @@ const char* stream_name(Stream s) {
     case Stream::Cpu: return "cpu";
     case Stream::CpComm: return "cp-comm";
     case Stream::EpComm: return "ep-comm";
+    case Stream::PpBackSend: return "pp-back-send";
+    case Stream::PpBackRecv: return "pp-back-recv";
   }
   return "?";
 }

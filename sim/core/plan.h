@@ -23,10 +23,13 @@ enum class OpKind : std::uint8_t { Compute, Collective, Copy, Alloc, Free };
 // up a receive (Megatron batches them with batch_isend_irecv for the same reason).
 // CpComm: context parallelism's ring exchange of keys and values, beside the attention it feeds.
 // EpComm: Megatron-core's all-to-all stream of the combined 1F1B schedule (MoE exchanges).
+// PpBackSend, PpBackRecv: the V-shaped placement's second chunk's transfers (dualpipev), apart
+// from the first chunk's: DualPipe posts each step's sends and receives as one batch, which one
+// queue per direction for both chunks would serialise into a wait cycle.
 enum class Stream : std::uint8_t {
-  Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu, CpComm, EpComm
+  Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu, CpComm, EpComm, PpBackSend, PpBackRecv
 };
-inline constexpr int kNumStreams = 10;
+inline constexpr int kNumStreams = 12;
 const char* stream_name(Stream s);
 
 // Collective kinds as NCCL names them; SendRecv is a point-to-point transfer whose two member ops

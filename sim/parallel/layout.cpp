@@ -99,8 +99,10 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   // layer numbered after the decoder's. They read the embedding there: an untied model's last
   // stage holds a copy of it (GPTModel builds the embedding where mtp_process is set; a tied
   // one's copy is the head's, below).
+  // Whether the loss runs on another stage than the embedding (not with the V-shaped placement).
+  const bool loss_apart = par.pp > 1 && !s.v_shape();
   const std::int64_t mtp_embedding =
-      par.pp > 1 && !m.tied_embeddings ? ceil_div(m.vocab_size * h, tp) : 0;
+      loss_apart && !m.tied_embeddings ? ceil_div(m.vocab_size * h, tp) : 0;
   for (std::int64_t i = 0; i < m.mtp_num_layers; ++i) {
     const std::int64_t copy = i == 0 ? mtp_embedding : 0;  // one copy, shared by the modules
     Unit proj{WorkKind::MtpForward, WorkKind::MtpBackward, static_cast<int>(m.num_layers + i),
@@ -116,8 +118,8 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   // With pipeline parallelism a tied embedding is held twice: the last stage keeps its own
   // copy for the output layer (Megatron's word-embedding copy on the last stage).
   std::int64_t head = shard(pc.output, 0) + pc.final_norm;
-  const bool head_weight = !m.tied_embeddings || par.pp > 1;
-  if (m.tied_embeddings && par.pp > 1) head += shard(m.vocab_size * m.hidden_size, 0);
+  const bool head_weight = !m.tied_embeddings || loss_apart;
+  if (m.tied_embeddings && loss_apart) head += shard(m.vocab_size * m.hidden_size, 0);
   std::vector<std::int64_t> head_weights;
   if (head_weight) head_weights.push_back(ceil_div(m.vocab_size * h, tp));
   per_virtual[virtual_stages - 1].push_back(
@@ -130,8 +132,11 @@ std::vector<std::vector<Unit>> stage_chunks(const Scenario& s,
                                             const std::vector<std::vector<Unit>>& per_virtual,
                                             int stage) {
   std::vector<std::vector<Unit>> chunks;
+  const int pp = s.parallel.pp;
   for (int c = 0; c < s.parallel.virtual_stages; ++c) {
-    chunks.push_back(per_virtual[c * s.parallel.pp + stage]);
+    // Interleaved: chunk c is virtual stage c pp + stage; V-shaped, the second chunk runs back.
+    const bool back = s.v_shape() && c == 1;
+    chunks.push_back(per_virtual[back ? 2 * pp - 1 - stage : c * pp + stage]);
   }
   return chunks;
 }

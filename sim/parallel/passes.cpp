@@ -96,10 +96,10 @@ void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, s
 
 StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
   ForwardPass f{mb, chunk, pass_suffix(mb, chunk)};
-  if (!first_virtual(chunk)) {
+  if (const auto from = pipe_links(chunk).recv_activations) {
     // Megatron recv_forward: posted when the stage reaches this pass, waited on before compute.
-    e_.host_wait(e_.collective(Peer::RecvPrev, CollectiveKind::SendRecv, p2p_bytes_,
-                               Stream::PpRecv, "recv activations" + f.suffix, {last_compute_}));
+    e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
+                               recv_stream(*from), "recv activations" + f.suffix, {last_compute_}));
   }
   const bool first_forward = forwards_done_[chunk]++ == 0;
   if (s_.zero.stage == 3) zero3_.begin_forward(chunk, first_forward);
@@ -178,9 +178,9 @@ void StageBuilder::end_forward(ForwardPass& f) {
   if (f.combine.after >= 0) f.prev = flush_exchange(f.combine);
   last_compute_ = f.prev;
   if (s_.zero.stage == 3) zero3_.end_forward(f.mb, f.chunk);
-  if (!last_virtual(f.chunk)) {
+  if (const auto to = pipe_links(f.chunk).send_activations) {
     // Sends are asynchronous (isend): the stage goes on; the receiver waits for the data.
-    e_.collective(Peer::SendNext, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+    e_.collective(*to, CollectiveKind::SendRecv, p2p_bytes_, send_stream(*to),
                   "send activations" + f.suffix, {f.prev});
   }
 }
@@ -197,9 +197,9 @@ StageBuilder::BackwardPass StageBuilder::begin_backward(int mb, int chunk, Backw
   b.part = part;
   b.last_of_step = last_of_step;
   const bool input_only = part == BackwardPart::Input;
-  if (!last_virtual(chunk)) {
-    e_.host_wait(e_.collective(Peer::RecvNext, CollectiveKind::SendRecv, p2p_bytes_,
-                               Stream::PpRecv, "recv gradients" + b.suffix, {last_compute_}));
+  if (const auto from = pipe_links(chunk).recv_gradients) {
+    e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
+                               recv_stream(*from), "recv gradients" + b.suffix, {last_compute_}));
   }
   b.hooks = !input_only && hooks_run(last_of_chunk);
   if (s_.zero.stage == 3) zero3_.begin_backward(mb, chunk);
@@ -307,8 +307,8 @@ void StageBuilder::end_backward(BackwardPass& b) {
     }
   }
   last_compute_ = b.prev;
-  if (!first_virtual(b.chunk)) {
-    e_.collective(Peer::SendPrev, CollectiveKind::SendRecv, p2p_bytes_, Stream::PpComm,
+  if (const auto to = pipe_links(b.chunk).send_gradients) {
+    e_.collective(*to, CollectiveKind::SendRecv, p2p_bytes_, send_stream(*to),
                   "send gradients" + b.suffix, {b.prev});
   }
   end_gradient_pass(b.prev, b.hooks, b.last_of_step);

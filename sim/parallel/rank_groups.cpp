@@ -191,9 +191,11 @@ class Instantiator {
   }
 
   // For each ordered pair of adjacent stages and each (dp, tp) index, a two-rank group: sender
-  // first. Interleaving wraps the last stage around to the first.
+  // first. Interleaving wraps the last stage around to the first; the V-shaped placement does
+  // not wrap, and its second chunk's transfers have two groups of their own per pair.
   void pipeline_groups() {
-    const bool wrap = s_.parallel.virtual_stages > 1;
+    const bool v = s_.v_shape();
+    const bool wrap = s_.parallel.virtual_stages > 1 && !v;
     for (int st = 0; st < pp_; ++st) {
       const int next = (st + 1) % pp_;
       if (pp_ == 1 || (next == 0 && !wrap)) continue;
@@ -208,6 +210,15 @@ class Instantiator {
               {b, a}, "pp s" + std::to_string(next) + "->s" + std::to_string(st), GroupKind::Pp);
           join(b, Peer::SendPrev, bwd, 0);
           join(a, Peer::RecvNext, bwd, 1);
+          if (!v) continue;
+          const int back = add_group({b, a}, "pp back s" + std::to_string(next) + "->s" +
+                                                 std::to_string(st), GroupKind::Pp);
+          join(b, Peer::BackSendPrev, back, 0);
+          join(a, Peer::BackRecvNext, back, 1);
+          const int back_grads = add_group({a, b}, "pp back s" + std::to_string(st) + "->s" +
+                                                       std::to_string(next), GroupKind::Pp);
+          join(a, Peer::BackSendNext, back_grads, 0);
+          join(b, Peer::BackRecvPrev, back_grads, 1);
         }
       }
     }

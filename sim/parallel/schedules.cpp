@@ -1,6 +1,7 @@
 #include "sim/parallel/schedules.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace zerosim::plan_detail {
 
@@ -78,6 +79,69 @@ std::vector<PassStep> combined_1f1b_schedule(int micro_batches, int pp, int chun
   return warmup_steady_cooldown(total, std::min(warmup, total), pp, chunks, true);
 }
 
+std::vector<PassStep> dualpipev_schedule(int micro_batches, int pp, int stage) {
+  const int m = micro_batches, r = stage;
+  std::vector<PassStep> out;
+  int forwards[2] = {0, 0}, backwards[2] = {0, 0};
+  std::deque<PassStep> deferred;  // the Ws of split backwards, run first in first out
+  auto forward = [&](int c, bool with_next = false) {
+    out.push_back({true, forwards[c]++, c});
+    out.back().combined_with_next = with_next;
+  };
+  auto backward = [&](int c, bool split) {
+    const int mb = backwards[c]++;
+    out.push_back({false, mb, c, split ? BackwardPart::Input : BackwardPart::Whole});
+    if (split) deferred.push_back({false, mb, c, BackwardPart::Weight});
+  };
+  auto weight = [&] {
+    out.push_back(deferred.front());
+    deferred.pop_front();
+  };
+  // A forward of chunk `f` overlapped with a (whole) backward of chunk `b`.
+  auto overlapped = [&](int f, int b) {
+    forward(f, true);
+    backward(b, false);
+  };
+  for (int i = 0; i < 2 * (pp - r - 1); ++i) forward(0);
+  for (int i = 0; i < r + 1; ++i) {
+    forward(0);
+    forward(1);
+  }
+  for (int i = 0; i < pp - r - 1; ++i) {
+    backward(1, true);
+    weight();
+    forward(1);
+  }
+  for (int i = 0; i < m - 2 * pp + r + 1; ++i) {
+    if (i == 0 && r == pp - 1) {
+      // The last stage's first pair runs apart: its forward's output is this backward's input.
+      forward(0);
+      backward(1, false);
+    } else {
+      overlapped(0, 1);
+    }
+    overlapped(1, 0);
+  }
+  for (int i = 0; i < pp - r - 1; ++i) {
+    backward(1, false);
+    overlapped(1, 0);
+  }
+  // From the middle of this phase on the backwards are split, chunk 1's first on odd stages.
+  bool split = false;
+  for (int i = 0; i < r + 1; ++i) {
+    if (i == (r + 1) / 2 && r % 2 == 1) split = true;
+    backward(1, split);
+    if (i == (r + 1) / 2 && r % 2 == 0) split = true;
+    backward(0, split);
+  }
+  for (int i = 0; i < pp - r - 1; ++i) {
+    weight();
+    backward(0, true);
+  }
+  while (!deferred.empty()) weight();
+  return out;
+}
+
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
   const int m = static_cast<int>(s.training.gradient_accumulation_steps);
   const int p = s.parallel.pp, v = s.parallel.virtual_stages;
@@ -88,6 +152,7 @@ std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
     case PipelineSchedule::OneFOneB: return one_f_one_b_schedule(m, p, stage);
     case PipelineSchedule::Interleaved: return interleaved_schedule(m, p, v, stage);
     case PipelineSchedule::ZeroBubble: return zero_bubble_h1_schedule(m, p, stage);
+    case PipelineSchedule::DualPipeV: return dualpipev_schedule(m, p, stage);
     case PipelineSchedule::DualPipe: break;  // refused when the scenario is resolved
   }
   return {};

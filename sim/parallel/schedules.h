@@ -47,6 +47,15 @@ std::vector<PassStep> zero_bubble_h1_schedule(int micro_batches, int pp, int sta
 // backward.
 std::vector<PassStep> combined_1f1b_schedule(int micro_batches, int pp, int chunks, int stage);
 
+// DualPipeV (DeepSeek's DualPipe library, dualpipev.py, after Sea AI Lab's "cut-in-half"
+// DualPipe): stage s holds chunk 0 (virtual stage s) and chunk 1 (virtual stage 2 pp - 1 - s)
+// and every micro-batch enters at stage 0, goes down chunk 0 and back up chunk 1. Its eight
+// phases: forwards of chunk 0, then of both chunks; (B, W, F) triples of chunk 1; the steady
+// state, each chunk's forward run overlapped with the other chunk's backward; backwards of both
+// chunks, the later ones split into B and W (zero-bubble), and the deferred Ws in the order
+// their Bs ran. Needs micro_batches >= 2 pp.
+std::vector<PassStep> dualpipev_schedule(int micro_batches, int pp, int stage);
+
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage);
 
 }  // namespace zerosim::plan_detail

@@ -6,6 +6,7 @@
 // GradientReducer, Offload, ParamGather.
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "sim/parallel/framework_policy.h"
@@ -101,10 +102,19 @@ class StageBuilder {
                               const std::string& what);
   void optimizer_step();
   std::string pass_suffix(int mb, int chunk) const;
-  bool first_virtual(int chunk) const { return stage_ == 0 && chunk == 0; }
-  bool last_virtual(int chunk) const {
-    return stage_ == s_.parallel.pp - 1 && chunk == static_cast<int>(chunks_.size()) - 1;
+  // The pipeline transfers of a chunk's passes: where its forward receives activations from and
+  // sends them to, and where its backward receives and sends gradients. Absent at the model's
+  // ends and, V-shaped, at the turn on the last stage, where the two chunks hand over in place.
+  struct PipeLinks {
+    std::optional<Peer> recv_activations, send_activations, recv_gradients, send_gradients;
+  };
+  PipeLinks pipe_links(int chunk) const;
+  static bool back_leg(Peer p) {
+    return p == Peer::BackSendPrev || p == Peer::BackRecvNext || p == Peer::BackSendNext ||
+           p == Peer::BackRecvPrev;
   }
+  static Stream send_stream(Peer p) { return back_leg(p) ? Stream::PpBackSend : Stream::PpComm; }
+  static Stream recv_stream(Peer p) { return back_leg(p) ? Stream::PpBackRecv : Stream::PpRecv; }
 
   const Scenario& s_;
   const int stage_;

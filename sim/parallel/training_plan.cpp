@@ -28,7 +28,8 @@ double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
 }
 
 bool splits_backward(const Scenario& s) {
-  return s.parallel.pp > 1 && s.parallel.pipeline_schedule == PipelineSchedule::ZeroBubble;
+  return s.parallel.pp > 1 && (s.parallel.pipeline_schedule == PipelineSchedule::ZeroBubble ||
+                               s.parallel.pipeline_schedule == PipelineSchedule::DualPipeV);
 }
 
 namespace {

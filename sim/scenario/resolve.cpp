@@ -188,6 +188,28 @@ void pipeline_rules(Scenario& s, const Given& given) {
     }
     p.virtual_stages = detected;
   }
+  if (p.pipeline_schedule == PipelineSchedule::DualPipe) {
+    throw InputError("parallel.pipeline_schedule",
+                     "'dualpipe' (DeepSeek-V3's bidirectional schedule on two copies of the "
+                     "model) is not simulated yet; its V-shaped form on one copy is: allowed: "
+                     "1f1b, gpipe, interleaved, zero-bubble, dualpipev");
+  }
+  if (p.pipeline_schedule == PipelineSchedule::DualPipeV) {
+    // DeepSeek's DualPipe library (dualpipev.py): two chunks per rank, V-shaped.
+    if (p.pp < 2) {
+      throw InputError("parallel.pipeline_schedule", "'dualpipev' needs parallel.pp > 1");
+    }
+    if (p.virtual_stages != 2) {
+      throw InputError("parallel.virtual_stages",
+                       "'dualpipev' places two model chunks on each pipeline stage, V-shaped: "
+                       "allowed: 2; got " + std::to_string(p.virtual_stages));
+    }
+    if (!p.pipeline_layout.empty()) {
+      throw InputError("parallel.pipeline_model_parallel_layout",
+                       "is Megatron-core's layout of its own schedules' virtual stages; not "
+                       "simulated with 'dualpipev'");
+    }
+  }
   if (p.virtual_stages > 1 && p.pp == 1) {
     throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
   }
@@ -203,18 +225,14 @@ void pipeline_rules(Scenario& s, const Given& given) {
                             "simulated with the first " + std::to_string(longer) +
                             " stages one layer longer"});
   }
-  if (p.pipeline_schedule == PipelineSchedule::DualPipe) {
-    throw InputError("parallel.pipeline_schedule",
-                     "'dualpipe' (DeepSeek-V3's bidirectional schedule) is not simulated yet; "
-                     "allowed: 1f1b, gpipe, interleaved, zero-bubble");
-  }
   if (given("parallel.pipeline_schedule")) {
     if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.virtual_stages > 1) {
       throw InputError("parallel.pipeline_schedule",
                        "'zero-bubble' is ZB-H1, one model chunk per stage; with "
                        "parallel.virtual_stages > 1 (ZB-V) it is not simulated yet");
     }
-    if ((p.pipeline_schedule == PipelineSchedule::Interleaved) != (p.virtual_stages > 1)) {
+    if (p.pipeline_schedule != PipelineSchedule::DualPipeV &&
+        (p.pipeline_schedule == PipelineSchedule::Interleaved) != (p.virtual_stages > 1)) {
       throw InputError("parallel.pipeline_schedule",
                        "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
     }
@@ -273,6 +291,13 @@ void batch_rules(Scenario& s, const Given& given) {
                      std::to_string(gas) + " micro-batches per step exceeds the " +
                          std::to_string(kMaxMicroBatches) +
                          " zerosim simulates; raise training.micro_batch_size");
+  }
+  if (s.parallel.pipeline_schedule == PipelineSchedule::DualPipeV && gas < 2 * s.parallel.pp) {
+    // dualpipev.py asserts num_chunks >= num_ranks * 2.
+    throw InputError("training.gradient_accumulation_steps",
+                     "the dualpipev schedule needs at least 2 x parallel.pp (" +
+                         std::to_string(2 * s.parallel.pp) + ") micro-batches per step; got " +
+                         std::to_string(gas));
   }
   if (s.parallel.pipeline_schedule == PipelineSchedule::Interleaved && gas % s.parallel.pp != 0) {
     throw InputError("training.gradient_accumulation_steps",
@@ -435,6 +460,9 @@ void megatron_rules(Scenario& s, const Given& given) {
     if (p.framework != Framework::Megatron || p.ep <= 1)
       throw InputError(key, "is Megatron-core's EP all-to-all overlap: needs parallel.framework "
                             "megatron and parallel.ep > 1");
+    if (p.pipeline_schedule == PipelineSchedule::DualPipeV)
+      throw InputError(key, "is Megatron-core's combined 1F1B; 'dualpipev' overlaps its "
+                            "forwards and backwards itself: set false");
     if (p.pp > 1 && p.pipeline_schedule != PipelineSchedule::Interleaved)
       throw InputError(key, "needs the interleaved schedule with pp > 1 (Megatron-core asserts "
                             "virtual_pipeline_model_parallel_size): set parallel.virtual_stages > 1");
@@ -458,6 +486,22 @@ void megatron_rules(Scenario& s, const Given& given) {
     throw InputError("parallel.pipeline_schedule",
                      "'zero-bubble' (ZB-H1) is simulated as the zero-bubble Megatron-LM fork runs "
                      "it: needs parallel.framework megatron and zero.stage 0 or 1");
+  }
+  // DualPipe's training loop reduces the gradients after the step: its deferred weight
+  // gradients are accumulated by hand (WeightGradStore), past the frameworks' gradient hooks.
+  if (p.pipeline_schedule == PipelineSchedule::DualPipeV) {
+    if (!(p.framework == Framework::Megatron && zs <= 1)) {
+      throw InputError("parallel.pipeline_schedule",
+                       "'dualpipev' is simulated as DeepSeek's DualPipe library runs a "
+                       "Megatron-style model, with the gradients reduced after the step: needs "
+                       "parallel.framework megatron and zero.stage 0 or 1");
+    }
+    if (p.overlap_grad_reduce) {
+      throw InputError("parallel.overlap_grad_reduce",
+                       "'dualpipev' accumulates its deferred weight gradients by hand "
+                       "(WeightGradStore), past the hooks that would overlap their reduction: "
+                       "set false");
+    }
   }
   if (p.overlap_param_gather && !(p.framework == Framework::Megatron && zs == 1)) {
     throw InputError("parallel.overlap_param_gather",

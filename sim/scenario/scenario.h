@@ -30,9 +30,11 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 // chosen as NCCL does, no contention); flow: NCCL-laid flows sharing links max-min fairly.
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
-// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024); DualPipe (DeepSeek-V3) is named only to be refused
-// as not simulated.
-enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe };
+// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024). DualPipeV: the V-shaped DualPipe (DeepSeek's
+// DualPipe library, dualpipev.py): two model chunks per stage, stage s holding virtual stages s
+// and 2 pp - 1 - s. DualPipe (DeepSeek-V3's two-copy bidirectional schedule) is named only to be
+// refused as not simulated.
+enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe, DualPipeV };
 // How context parallelism exchanges keys and values (Megatron-core's --cp-comm-type): p2p, ring
 // attention (each chunk passed around the CP ring while the previous one is attended to);
 // all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses) and
@@ -55,7 +57,7 @@ inline constexpr EnumName<CpCommType> kCpCommTypeNames[] = {
 inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
     {PipelineSchedule::Interleaved, "interleaved"}, {PipelineSchedule::ZeroBubble, "zero-bubble"},
-    {PipelineSchedule::DualPipe, "dualpipe"}};
+    {PipelineSchedule::DualPipe, "dualpipe"}, {PipelineSchedule::DualPipeV, "dualpipev"}};
 inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
     {CommDtype::Default, "default"}, {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"},
     {CommDtype::Fp32, "fp32"}};
@@ -226,6 +228,11 @@ struct Scenario {
   double micro_batch_tokens() const {
     return static_cast<double>(training.micro_batch_size) * model.seq_length /
            static_cast<double>(parallel.cp);
+  }
+  // The V-shaped placement (dualpipev): the second chunk of each stage runs from the last stage
+  // back to the first, so the embedding and the loss are both on the first stage.
+  bool v_shape() const {
+    return parallel.pp > 1 && parallel.pipeline_schedule == PipelineSchedule::DualPipeV;
   }
   // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
   // one model chunk per stage.

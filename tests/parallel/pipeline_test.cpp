@@ -62,18 +62,20 @@ json pipeline_doc(int pp, int m, int v, const std::string& schedule) {
            {{"pp", pp},
             {"virtual_stages", v},
             {"pipeline_schedule", schedule},
-            // ZB-H1 runs in the zero-bubble authors' Megatron-LM fork.
-            {"framework", schedule == "zero-bubble" ? "megatron" : "deepspeed"}}},
+            // ZB-H1 runs in the zero-bubble authors' Megatron-LM fork, dualpipev on a
+            // Megatron-style model.
+            {"framework",
+             schedule == "zero-bubble" || schedule == "dualpipev" ? "megatron" : "deepspeed"}}},
           {"zero", {{"stage", 1}}}};
 }
 
-double bubble_fraction(const json& doc) {
+double bubble_fraction(const json& doc, int rank = 0) {
   Scenario s = resolve_scenario(doc);
   TrainingPlan tp = build_training_plan(s, true);
   UniformCompute compute(tp);
   InstantComm comm;
   EngineResult r = run_engine(tp.plan, compute, comm);
-  StepBreakdown b = breakdown_of_rank(tp, r, 0);
+  StepBreakdown b = breakdown_of_rank(tp, r, rank);
   return b.bubble_s / ps_to_seconds(r.makespan);
 }
 
@@ -118,6 +120,82 @@ TEST(parallelPipeline, ZeroBubbleH1BubbleIsPMinusOneTimesTfPlusTbMinusTw) {
           << "p " << p << " m " << m;
     }
   }
+}
+
+TEST(parallelPipeline, DualPipeVBubbleIsTheDualPipeReadmes) {
+  // DeepSeek's DualPipe README: DualPipeV on PP/2 devices (PP stages, two per device) leaves
+  // (PP/2 - 1)(F&B + B - 3W) of bubble, F, B and W a chunk's forward, whole backward and weight
+  // backward, F&B an overlapped forward and backward. A chunk here is half a stage of the
+  // 1F1B tests (tf / 2 in forward); without communication to hide, F&B = F + B: with p devices
+  // the bubble is (p - 1)(F + 2B - 3W) = (p - 1) tf against 2 m (F + B) = 3 m tf of work per
+  // device, a fraction (p - 1) / (3 m + p - 1).
+  // Every device idles as long.
+  for (int p : {2, 4, 8}) {
+    for (int m : {2 * p, 3 * p + 1, 4 * p}) {
+      for (int rank = 0; rank < p; ++rank) {
+        EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, 2, "dualpipev"), rank),
+                    static_cast<double>(p - 1) / (3 * m + p - 1), 1e-9)
+            << "p " << p << " m " << m << " rank " << rank;
+      }
+    }
+  }
+}
+
+TEST(parallelPipeline, DualPipeVHoldsTwoVirtualStagesAndTheEmbeddingOnce) {
+  // Stage s holds virtual stages s and 2p - 1 - s (two layers each here); the embedding and the
+  // loss are both on stage 0, so a tied embedding is held once, where 1F1B's last stage keeps a
+  // copy for the output layer (Megatron's word-embedding copy). TP 1: the stages' parameters
+  // add up to the model's.
+  for (bool tied : {true, false}) {
+    json doc = pipeline_doc(4, 8, 2, "dualpipev");
+    doc["model"]["tied_embeddings"] = tied;
+    const Scenario s = resolve_scenario(doc);
+    const TrainingPlan tp = build_training_plan(s, true);
+    const ParamCounts pc = count_params(s.model);
+    std::int64_t params = 0;
+    for (int st = 0; st < 4; ++st) {
+      const StagePlan& stage = tp.stages[static_cast<std::size_t>(st)];
+      EXPECT_EQ(stage.layers, 4) << "stage " << st;
+      const std::int64_t ends = st == 0 ? pc.embedding + pc.output + pc.final_norm : 0;
+      EXPECT_EQ(stage.local_params, 4 * pc.per_layer + ends) << "stage " << st;
+      params += stage.local_params;
+    }
+    EXPECT_EQ(params, pc.total) << "tied " << tied;
+    if (tied) {
+      json one = pipeline_doc(4, 8, 1, "1f1b");
+      one["model"]["tied_embeddings"] = true;
+      const TrainingPlan plain = build_training_plan(resolve_scenario(one), true);
+      EXPECT_EQ(plain.stages[3].local_params, 4 * pc.per_layer + pc.final_norm + 1000 * 64);
+    }
+  }
+}
+
+TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
+  auto key = [](const std::function<void(json&)>& edit) {
+    json doc = pipeline_doc(4, 8, 2, "dualpipev");
+    edit(doc);
+    try {
+      resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(key([](json&) {}), "(accepted)");
+  // Two chunks per stage, V-shaped; at least 2 p micro-batches (dualpipev.py asserts it).
+  EXPECT_EQ(key([](json& d) { d["parallel"]["virtual_stages"] = 1; }), "parallel.virtual_stages");
+  EXPECT_EQ(key([](json& d) { d["training"]["gradient_accumulation_steps"] = 7; }),
+            "training.gradient_accumulation_steps");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["pp"] = 1; }), "parallel.pipeline_schedule");
+  // A Megatron-style model with DDP or the distributed optimizer, gradients reduced after the
+  // step; Megatron-core's own layouts and combined 1F1B are for its own schedules.
+  EXPECT_EQ(key([](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
+            "parallel.pipeline_schedule");
+  EXPECT_EQ(key([](json& d) { d["zero"]["stage"] = 2; }), "parallel.pipeline_schedule");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["overlap_grad_reduce"] = true; }),
+            "parallel.overlap_grad_reduce");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["pipeline_model_parallel_layout"] = "Et|tttt|tttt|tt|t|t|tt|tL"; }),
+            "parallel.pipeline_model_parallel_layout");
 }
 
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {

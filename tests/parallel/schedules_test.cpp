@@ -119,6 +119,69 @@ TEST(schedules, ZeroBubbleH1DefersWeightGradientsByTheStageIndex) {
   }
 }
 
+// DualPipeV (DeepSeek's DualPipe library, dualpipev.py): on every stage each (micro-batch,
+// chunk) runs one forward and one backward, whole or split into B then W; each chunk's
+// forwards and backwards in micro-batch order (its transfers are matched in that order); the
+// Ws in the order of their Bs; the last stage turns each micro-batch from chunk 0 to chunk 1
+// in place (F0 before F1, B1 before B0); an overlapped pair is a forward of one chunk and a
+// whole backward of the other. The README's memory: PP + 1 chunks' activations per device
+// with PP = 2 p stages, counting a micro-batch until its W has run.
+TEST(schedules, DualPipeVRunsEveryChunkOnceInOrderWithinPpPlusOneActivations) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {2 * p, 2 * p + 3, 5 * p}) {
+      for (int stage = 0; stage < p; ++stage) {
+        const std::vector<PassStep> steps = dualpipev_schedule(m, p, stage);
+        std::map<std::pair<int, int>, int> f_at, b_at, w_at;
+        std::vector<std::pair<int, int>> b_order, w_order;
+        int next_f[2] = {0, 0}, next_b[2] = {0, 0}, held = 0, peak = 0;
+        for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+          const PassStep& s = steps[i];
+          ASSERT_TRUE(s.chunk == 0 || s.chunk == 1);
+          const std::pair<int, int> key{s.mb, s.chunk};
+          if (s.forward) {
+            EXPECT_EQ(s.mb, next_f[s.chunk]++);
+            EXPECT_TRUE(f_at.emplace(key, i).second);
+            ++held;
+          } else if (s.part == BackwardPart::Weight) {
+            EXPECT_TRUE(w_at.emplace(key, i).second);
+            w_order.push_back(key);
+            --held;
+          } else {
+            EXPECT_EQ(s.mb, next_b[s.chunk]++);
+            EXPECT_TRUE(b_at.emplace(key, i).second);
+            if (s.part == BackwardPart::Input) b_order.push_back(key);
+            if (s.part == BackwardPart::Whole) --held;
+          }
+          peak = std::max(peak, held);
+          if (s.combined_with_next) {
+            ASSERT_LT(i + 1, static_cast<int>(steps.size()));
+            EXPECT_TRUE(s.forward);
+            EXPECT_FALSE(steps[i + 1].forward);
+            EXPECT_EQ(steps[i + 1].part, BackwardPart::Whole);
+            EXPECT_NE(steps[i + 1].chunk, s.chunk);
+          }
+        }
+        for (int c = 0; c < 2; ++c) {
+          EXPECT_EQ(next_f[c], m);
+          EXPECT_EQ(next_b[c], m);
+        }
+        EXPECT_EQ(w_order, b_order);
+        for (const auto& [key, i] : b_at) {
+          EXPECT_LT(f_at[key], i);
+          if (w_at.count(key)) EXPECT_LT(i, w_at[key]);
+        }
+        if (stage == p - 1) {
+          for (int j = 0; j < m; ++j) {
+            EXPECT_LT((f_at[{j, 0}]), (f_at[{j, 1}]));
+            EXPECT_LT((b_at[{j, 1}]), (b_at[{j, 0}]));
+          }
+        }
+        EXPECT_EQ(peak, 2 * p + 1) << "p " << p << " m " << m << " stage " << stage;
+      }
+    }
+  }
+}
+
 TEST(schedules, NoPipelineRunsEachMicroBatchThrough) {
   const auto steps = no_pipeline_schedule(3, 1);
   EXPECT_EQ(check_and_peak(steps, 3, 1), 1);
