@@ -23,7 +23,7 @@ enum class OpKind : std::uint8_t { Compute, Collective, Copy, Alloc, Free };
 // up a receive (Megatron batches them with batch_isend_irecv for the same reason).
 // CpComm: context parallelism's ring exchange of keys and values, beside the attention it feeds.
 // EpComm: Megatron-core's all-to-all stream of the combined 1F1B schedule (MoE exchanges).
-// PpBackSend, PpBackRecv: the V-shaped placement's second chunk's transfers (dualpipev), apart
+// PpBackSend, PpBackRecv: the transfers of DualPipe's second chunk (which runs back), apart
 // from the first chunk's: DualPipe posts each step's sends and receives as one batch, which one
 // queue per direction for both chunks would serialise into a wait cycle.
 enum class Stream : std::uint8_t {

@@ -185,6 +185,15 @@ void GradientReducer::end_backward(std::int32_t last_backward, bool last_of_step
                                     g_.reduce_bytes_per_element * info_.dp_partition, stream,
                                     "grad all_reduce (replicas)", {last_reduction_});
   }
+  if (last_of_step && s_.two_model_copies() && last_reduction_ >= 0) {
+    // DualPipe: the other copy of these layers (stage pp - 1 - s, same DP index) has reduced its
+    // gradients alike; the two sum them before the step, each its ZeRO partition (ASSUMPTION:
+    // both copies laid out and partitioned alike; DeepSeek does not publish how they sync).
+    const std::int64_t elements = s_.zero.stage >= 1 ? info_.dp_partition : info_.local_params;
+    last_reduction_ = e_.collective(Peer::Mirror, CollectiveKind::AllReduce,
+                                    g_.reduce_bytes_per_element * elements, stream,
+                                    "grad all_reduce (dualpipe copies)", {last_reduction_});
+  }
   if (last_reduction_ >= 0 && g_.sync_at_end) e_.host_wait(last_reduction_);
   if (ipg_allocated_ && (s_.zero.stage == 2 || last_of_step)) {
     e_.free_op(MemCategory::Buffers, ipg_bytes_, "ipg_buffer", stream);

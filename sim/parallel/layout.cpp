@@ -99,8 +99,8 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
   // layer numbered after the decoder's. They read the embedding there: an untied model's last
   // stage holds a copy of it (GPTModel builds the embedding where mtp_process is set; a tied
   // one's copy is the head's, below).
-  // Whether the loss runs on another stage than the embedding (not with the V-shaped placement).
-  const bool loss_apart = par.pp > 1 && !s.v_shape();
+  // Whether the loss runs on another stage than the embedding (not with DualPipe's placements).
+  const bool loss_apart = par.pp > 1 && !s.second_chunk_returns();
   const std::int64_t mtp_embedding =
       loss_apart && !m.tied_embeddings ? ceil_div(m.vocab_size * h, tp) : 0;
   for (std::int64_t i = 0; i < m.mtp_num_layers; ++i) {
@@ -132,11 +132,14 @@ std::vector<std::vector<Unit>> stage_chunks(const Scenario& s,
                                             const std::vector<std::vector<Unit>>& per_virtual,
                                             int stage) {
   std::vector<std::vector<Unit>> chunks;
-  const int pp = s.parallel.pp;
+  if (s.second_chunk_returns()) {
+    // DualPipe: stage s and pp - 1 - s of the pp stages (the second of another copy); DualPipeV:
+    // virtual stages s and 2 pp - 1 - s.
+    return {per_virtual[static_cast<std::size_t>(stage)],
+            per_virtual[per_virtual.size() - 1 - static_cast<std::size_t>(stage)]};
+  }
   for (int c = 0; c < s.parallel.virtual_stages; ++c) {
-    // Interleaved: chunk c is virtual stage c pp + stage; V-shaped, the second chunk runs back.
-    const bool back = s.v_shape() && c == 1;
-    chunks.push_back(per_virtual[back ? 2 * pp - 1 - stage : c * pp + stage]);
+    chunks.push_back(per_virtual[c * s.parallel.pp + stage]);  // interleaved: c pp + stage
   }
   return chunks;
 }

@@ -54,6 +54,7 @@ class Instantiator {
       if (ep_span_tp_) expert_groups_across_tp(st);
     }
     pipeline_groups();
+    if (s_.two_model_copies()) mirror_groups();
     make_collectives();
     copy_ops();
     for (OpId m : plan_.members) {
@@ -78,11 +79,13 @@ class Instantiator {
   // member stands for the DP indices `folded_dp` (all of them for the whole DP group; the first
   // block or the first strided group for the sub-groups); an expert-parallel group across TP
   // (`across_tp`), of one member per TP rank, for those DP indices at every TP rank, in rank
-  // order; other groups map member by member.
+  // order; other groups (and `pairwise` ones of any kind) map member by member.
   void add_cost(const std::vector<std::int32_t>& ranks, GroupKind kind,
-                const std::vector<int>& folded_dp, bool across_tp) {
+                const std::vector<int>& folded_dp, bool across_tp, bool pairwise) {
     if (!fold_) return;
-    if (across_tp) {
+    if (pairwise) {
+      for (std::int32_t r : ranks) plan_.cost_ranks.push_back(plan_.real_rank[r]);
+    } else if (across_tp) {
       const int st = plan_.real_rank[ranks[0]] / (tp_ * dp_all_);
       for (int d : folded_dp)
         for (int t = 0; t < tp_; ++t) plan_.cost_ranks.push_back(real_rank_of(st, d, t));
@@ -96,8 +99,9 @@ class Instantiator {
     plan_.cost_begin.push_back(static_cast<std::uint32_t>(plan_.cost_ranks.size()));
   }
   int add_group(const std::vector<std::int32_t>& ranks, const std::string& name, GroupKind kind,
-                const std::vector<int>& folded_dp = {}, bool across_tp = false) {
-    add_cost(ranks, kind, folded_dp.empty() ? every_dp_ : folded_dp, across_tp);
+                const std::vector<int>& folded_dp = {}, bool across_tp = false,
+                bool pairwise = false) {
+    add_cost(ranks, kind, folded_dp.empty() ? every_dp_ : folded_dp, across_tp, pairwise);
     plan_.group_ranks.insert(plan_.group_ranks.end(), ranks.begin(), ranks.end());
     plan_.group_begin.push_back(static_cast<std::uint32_t>(plan_.group_ranks.size()));
     plan_.group_names.push_back(name);
@@ -191,11 +195,11 @@ class Instantiator {
   }
 
   // For each ordered pair of adjacent stages and each (dp, tp) index, a two-rank group: sender
-  // first. Interleaving wraps the last stage around to the first; the V-shaped placement does
-  // not wrap, and its second chunk's transfers have two groups of their own per pair.
+  // first. Interleaving wraps the last stage around to the first; DualPipe's placements do
+  // not wrap, and their second chunk's transfers have two groups of their own per pair.
   void pipeline_groups() {
-    const bool v = s_.v_shape();
-    const bool wrap = s_.parallel.virtual_stages > 1 && !v;
+    const bool returns = s_.second_chunk_returns();
+    const bool wrap = s_.parallel.virtual_stages > 1 && !returns;
     for (int st = 0; st < pp_; ++st) {
       const int next = (st + 1) % pp_;
       if (pp_ == 1 || (next == 0 && !wrap)) continue;
@@ -210,7 +214,7 @@ class Instantiator {
               {b, a}, "pp s" + std::to_string(next) + "->s" + std::to_string(st), GroupKind::Pp);
           join(b, Peer::SendPrev, bwd, 0);
           join(a, Peer::RecvNext, bwd, 1);
-          if (!v) continue;
+          if (!returns) continue;
           const int back = add_group({b, a}, "pp back s" + std::to_string(next) + "->s" +
                                                  std::to_string(st), GroupKind::Pp);
           join(b, Peer::BackSendPrev, back, 0);
@@ -219,6 +223,25 @@ class Instantiator {
                                                        std::to_string(next), GroupKind::Pp);
           join(a, Peer::BackSendNext, back_grads, 0);
           join(b, Peer::BackRecvPrev, back_grads, 1);
+        }
+      }
+    }
+  }
+
+  // DualPipe's two copies: stage s and stage pp - 1 - s hold the same layers (each its own
+  // copy), and each (dp, tp) index of the one sums its gradients with the other's. DP traffic.
+  void mirror_groups() {
+    for (int st = 0; st < pp_ / 2; ++st) {
+      const int other = pp_ - 1 - st;
+      for (int d = 0; d < dp_; ++d) {
+        for (int t = 0; t < tp_; ++t) {
+          const int a = rank_of(st, d, t), b = rank_of(other, d, t);
+          const int g = add_group({a, b},
+                                  "mirror s" + std::to_string(st) + "+s" + std::to_string(other) +
+                                      " d" + std::to_string(d) + " t" + std::to_string(t),
+                                  GroupKind::Dp, {}, false, true);
+          join(a, Peer::Mirror, g, 0);
+          join(b, Peer::Mirror, g, 1);
         }
       }
     }

@@ -142,6 +142,15 @@ std::vector<PassStep> dualpipev_schedule(int micro_batches, int pp, int stage) {
   return out;
 }
 
+std::vector<PassStep> dualpipe_schedule(int micro_batches, int pp, int stage) {
+  std::vector<PassStep> out =
+      dualpipev_schedule(micro_batches / 2, pp / 2, std::min(stage, pp - 1 - stage));
+  if (stage >= pp / 2) {
+    for (PassStep& st : out) st.chunk = 1 - st.chunk;
+  }
+  return out;
+}
+
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
   const int m = static_cast<int>(s.training.gradient_accumulation_steps);
   const int p = s.parallel.pp, v = s.parallel.virtual_stages;
@@ -153,7 +162,7 @@ std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage) {
     case PipelineSchedule::Interleaved: return interleaved_schedule(m, p, v, stage);
     case PipelineSchedule::ZeroBubble: return zero_bubble_h1_schedule(m, p, stage);
     case PipelineSchedule::DualPipeV: return dualpipev_schedule(m, p, stage);
-    case PipelineSchedule::DualPipe: break;  // refused when the scenario is resolved
+    case PipelineSchedule::DualPipe: return dualpipe_schedule(m, p, stage);
   }
   return {};
 }

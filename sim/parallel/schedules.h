@@ -56,6 +56,14 @@ std::vector<PassStep> combined_1f1b_schedule(int micro_batches, int pp, int chun
 // their Bs ran. Needs micro_batches >= 2 pp.
 std::vector<PassStep> dualpipev_schedule(int micro_batches, int pp, int stage);
 
+// DualPipe (DeepSeek-V3 technical report section 3.2.1; dualpipe.py): stage s holds stage s of
+// one copy of the model (chunk 0, fed micro-batches at stage 0) and stage pp - 1 - s of another
+// (chunk 1, fed at stage pp - 1), half the micro-batches each. Its phases are DualPipeV's with
+// pp / 2 stages, micro_batches / 2 micro-batches and stage min(s, pp - 1 - s), the two chunks
+// swapped on the second half of the stages (DualPipeV is DualPipe cut in half). Needs pp even,
+// micro_batches even and >= 2 pp.
+std::vector<PassStep> dualpipe_schedule(int micro_batches, int pp, int stage);
+
 std::vector<PassStep> pipeline_schedule(const Scenario& s, int stage);
 
 }  // namespace zerosim::plan_detail

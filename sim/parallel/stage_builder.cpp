@@ -228,16 +228,17 @@ void StageBuilder::allocate_states() {
 StageBuilder::PipeLinks StageBuilder::pipe_links(int chunk) const {
   const int pp = s_.parallel.pp;
   const bool first = stage_ == 0, last = stage_ == pp - 1;
-  if (s_.v_shape() && chunk == 1) {
+  if (s_.second_chunk_returns() && chunk == 1) {
     return {last ? std::nullopt : std::optional(Peer::BackRecvNext),
             first ? std::nullopt : std::optional(Peer::BackSendPrev),
             first ? std::nullopt : std::optional(Peer::BackRecvPrev),
             last ? std::nullopt : std::optional(Peer::BackSendNext)};
   }
-  // The model's first virtual stage, and its last (unless V-shaped: chunk 0 turns in place).
+  // The model's first virtual stage, and its last (with DualPipe's placements, the end of chunk
+  // 0: the loss of one copy, or the turn of the V, in place).
   const bool model_start = first && chunk == 0;
   const bool model_end =
-      last && (s_.v_shape() || chunk == static_cast<int>(chunks_.size()) - 1);
+      last && (s_.second_chunk_returns() || chunk == static_cast<int>(chunks_.size()) - 1);
   return {model_start ? std::nullopt : std::optional(Peer::RecvPrev),
           model_end ? std::nullopt : std::optional(Peer::SendNext),
           model_end ? std::nullopt : std::optional(Peer::RecvNext),

@@ -104,7 +104,8 @@ class StageBuilder {
   std::string pass_suffix(int mb, int chunk) const;
   // The pipeline transfers of a chunk's passes: where its forward receives activations from and
   // sends them to, and where its backward receives and sends gradients. Absent at the model's
-  // ends and, V-shaped, at the turn on the last stage, where the two chunks hand over in place.
+  // ends (with DualPipe's placements, chunk 0's on the last stage: a copy's loss, or the V's turn
+  // where the two chunks hand over in place).
   struct PipeLinks {
     std::optional<Peer> recv_activations, send_activations, recv_gradients, send_gradients;
   };

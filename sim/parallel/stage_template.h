@@ -24,16 +24,17 @@ namespace zerosim::plan_detail {
 // tokens) and the expert-data-parallel groups (the ranks holding the same experts, which reduce
 // their gradients); with expert TP 1 and ep a multiple of tp (Scenario::experts_span_tp) an Ep
 // group is ep / tp consecutive DP indices at every TP rank, and Edp splits by k = ep / tp. Cp: the cp consecutive ranks of the dp x cp group that share a sample
-// (context parallelism, cp inner to dp as in Megatron's rank order). The V-shaped placement's
-// second chunk runs from the last stage back to the first: its activations go to the previous
+// (context parallelism, cp inner to dp as in Megatron's rank order). With DualPipe's placements
+// the second chunk runs from the last stage back to the first: its activations go to the previous
 // stage (BackSendPrev, BackRecvNext) and its gradients to the next (BackSendNext, BackRecvPrev),
 // on groups of their own, so that each group carries one chunk's transfers of one direction in
-// micro-batch order.
+// micro-batch order. Mirror: DualPipe's stages s and pp - 1 - s, whose two copies of the same
+// layers sum their gradients.
 enum class Peer : std::uint8_t {
   Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica, Ep, Edp, Cp,
-  BackSendPrev, BackRecvNext, BackSendNext, BackRecvPrev
+  BackSendPrev, BackRecvNext, BackSendNext, BackRecvPrev, Mirror
 };
-inline constexpr int kNumPeers = 15;
+inline constexpr int kNumPeers = 16;
 
 // Collectives are matched across ranks by (group, instance).
 struct TemplateOp {

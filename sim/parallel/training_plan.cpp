@@ -29,7 +29,7 @@ double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
 
 bool splits_backward(const Scenario& s) {
   return s.parallel.pp > 1 && (s.parallel.pipeline_schedule == PipelineSchedule::ZeroBubble ||
-                               s.parallel.pipeline_schedule == PipelineSchedule::DualPipeV);
+                               s.second_chunk_returns());
 }
 
 namespace {

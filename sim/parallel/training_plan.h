@@ -101,7 +101,7 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold = false);
 int dp_subgroup_size(const Scenario& s);
 
 // Whether the step's pipeline schedule splits each layer block's backward into its B and W
-// passes (zero-bubble or dualpipev, with more than one stage).
+// passes (zero-bubble, dualpipe or dualpipev, with more than one stage).
 bool splits_backward(const Scenario& s);
 
 // Bytes one rank sends in a ring collective of `kind` over n ranks with buffer size `bytes`

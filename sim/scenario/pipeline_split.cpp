@@ -255,7 +255,8 @@ std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
     return first_last ? first_last_split(p, layers) : accounted_split(p, layers);
   }
   const std::int64_t virtual_stages = std::int64_t{p.pp} * p.virtual_stages;
-  if (p.virtual_stages > 1 && layers % virtual_stages != 0) {
+  // DualPipe leaves the split to its user: it takes any (resolve.cpp warns).
+  if (p.virtual_stages > 1 && layers % virtual_stages != 0 && !s.second_chunk_returns()) {
     throw InputError("parallel.virtual_stages",
                      "model.num_layers (" + str(layers) +
                          ") must be divisible by pp x virtual_stages = " + str(virtual_stages) +
@@ -275,7 +276,7 @@ int pipeline_layout_virtual_stages(const Scenario& s) {
 bool megatron_would_refuse_split(const Scenario& s) {
   const ParallelConfig& p = s.parallel;
   return p.framework == Framework::Megatron && !uneven_split(p) && p.pp > 1 &&
-         s.model.num_layers % p.pp != 0;
+         !s.second_chunk_returns() && s.model.num_layers % p.pp != 0;
 }
 
 }  // namespace zerosim

@@ -2,7 +2,8 @@
 // How many transformer layers each virtual pipeline stage holds: Megatron-core's rules
 // (transformer_block.py get_num_layers_to_build, transformer_layer.py
 // get_transformer_layer_offset, transformer_config.py and arguments.py checks).
-//  - Even: num_layers / (pp x virtual_stages) per virtual stage.
+//  - Even: num_layers / (pp x virtual_stages) per virtual stage (dualpipe and dualpipev, not
+//    Megatron's: any count, the first virtual stages one layer longer).
 //  - Uneven first / last stage (num_layers_in_first_pipeline_stage,
 //    num_layers_in_last_pipeline_stage; --decoder-first/last-pipeline-num-layers): the given
 //    count on that stage, split evenly over its virtual stages; the other layers evenly over the

@@ -188,32 +188,45 @@ void pipeline_rules(Scenario& s, const Given& given) {
     }
     p.virtual_stages = detected;
   }
-  if (p.pipeline_schedule == PipelineSchedule::DualPipe) {
-    throw InputError("parallel.pipeline_schedule",
-                     "'dualpipe' (DeepSeek-V3's bidirectional schedule on two copies of the "
-                     "model) is not simulated yet; its V-shaped form on one copy is: allowed: "
-                     "1f1b, gpipe, interleaved, zero-bubble, dualpipev");
-  }
-  if (p.pipeline_schedule == PipelineSchedule::DualPipeV) {
-    // DeepSeek's DualPipe library (dualpipev.py): two chunks per rank, V-shaped.
-    if (p.pp < 2) {
-      throw InputError("parallel.pipeline_schedule", "'dualpipev' needs parallel.pp > 1");
+  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::DualPipe;
+  if (dualpipe || p.pipeline_schedule == PipelineSchedule::DualPipeV) {
+    // DeepSeek's DualPipe library: dualpipe.py asserts an even number of ranks; dualpipe.py
+    // holds one stage of each of two copies per rank, dualpipev.py two chunks of one, V-shaped.
+    const std::string name = dualpipe ? "'dualpipe'" : "'dualpipev'";
+    if (p.pp < 2 || (dualpipe && p.pp % 2 != 0)) {
+      throw InputError("parallel.pipeline_schedule",
+                       name + " needs parallel.pp > 1" + (dualpipe ? " and even" : "") +
+                           "; got " + std::to_string(p.pp));
     }
-    if (p.virtual_stages != 2) {
+    const int chunks = dualpipe ? 1 : 2;
+    if (p.virtual_stages != chunks) {
       throw InputError("parallel.virtual_stages",
-                       "'dualpipev' places two model chunks on each pipeline stage, V-shaped: "
-                       "allowed: 2; got " + std::to_string(p.virtual_stages));
+                       dualpipe ? "'dualpipe' splits the model into parallel.pp stages and holds "
+                                  "two copies (stage s of one, pp - 1 - s of the other): allowed: "
+                                  "1; got " + std::to_string(p.virtual_stages)
+                                : "'dualpipev' places two model chunks on each pipeline stage, "
+                                  "V-shaped: allowed: 2; got " + std::to_string(p.virtual_stages));
     }
     if (!p.pipeline_layout.empty()) {
       throw InputError("parallel.pipeline_model_parallel_layout",
                        "is Megatron-core's layout of its own schedules' virtual stages; not "
-                       "simulated with 'dualpipev'");
+                       "simulated with " + name);
     }
   }
   if (p.virtual_stages > 1 && p.pp == 1) {
     throw InputError("parallel.virtual_stages", "interleaving needs parallel.pp > 1; allowed: 1");
   }
   virtual_stage_layers(s);  // throws on a split Megatron refuses
+  const std::int64_t split_stages = std::int64_t{p.pp} * p.virtual_stages;
+  if (s.second_chunk_returns() && m.num_layers % split_stages != 0) {
+    s.warnings.push_back(
+        {p.virtual_stages > 1 ? "parallel.virtual_stages" : "parallel.pp",
+         "model.num_layers (" + std::to_string(m.num_layers) + ") does not divide into the " +
+             std::to_string(split_stages) + " stages of " +
+             name_of(kPipelineScheduleNames, p.pipeline_schedule) +
+             "; simulated with the first " + std::to_string(m.num_layers % split_stages) +
+             " one layer longer (DualPipe leaves the split to its user)"});
+  }
   if (megatron_would_refuse_split(s)) {
     const std::int64_t longer = m.num_layers % p.pp;
     s.warnings.push_back(
@@ -292,12 +305,15 @@ void batch_rules(Scenario& s, const Given& given) {
                          std::to_string(kMaxMicroBatches) +
                          " zerosim simulates; raise training.micro_batch_size");
   }
-  if (s.parallel.pipeline_schedule == PipelineSchedule::DualPipeV && gas < 2 * s.parallel.pp) {
-    // dualpipev.py asserts num_chunks >= num_ranks * 2.
+  if (s.second_chunk_returns() && (gas < 2 * s.parallel.pp || (s.two_model_copies() && gas % 2))) {
+    // dualpipe.py and dualpipev.py assert num_chunks >= num_ranks * 2; dualpipe.py feeds half
+    // of them from each end.
     throw InputError("training.gradient_accumulation_steps",
-                     "the dualpipev schedule needs at least 2 x parallel.pp (" +
-                         std::to_string(2 * s.parallel.pp) + ") micro-batches per step; got " +
-                         std::to_string(gas));
+                     std::string("the ") + (s.two_model_copies() ? "dualpipe" : "dualpipev") +
+                         " schedule needs at least 2 x parallel.pp (" +
+                         std::to_string(2 * s.parallel.pp) + ")" +
+                         (s.two_model_copies() ? ", an even number of," : "") +
+                         " micro-batches per step; got " + std::to_string(gas));
   }
   if (s.parallel.pipeline_schedule == PipelineSchedule::Interleaved && gas % s.parallel.pp != 0) {
     throw InputError("training.gradient_accumulation_steps",
@@ -460,8 +476,8 @@ void megatron_rules(Scenario& s, const Given& given) {
     if (p.framework != Framework::Megatron || p.ep <= 1)
       throw InputError(key, "is Megatron-core's EP all-to-all overlap: needs parallel.framework "
                             "megatron and parallel.ep > 1");
-    if (p.pipeline_schedule == PipelineSchedule::DualPipeV)
-      throw InputError(key, "is Megatron-core's combined 1F1B; 'dualpipev' overlaps its "
+    if (s.second_chunk_returns())
+      throw InputError(key, "is Megatron-core's combined 1F1B; DualPipe overlaps its "
                             "forwards and backwards itself: set false");
     if (p.pp > 1 && p.pipeline_schedule != PipelineSchedule::Interleaved)
       throw InputError(key, "needs the interleaved schedule with pp > 1 (Megatron-core asserts "
@@ -489,16 +505,16 @@ void megatron_rules(Scenario& s, const Given& given) {
   }
   // DualPipe's training loop reduces the gradients after the step: its deferred weight
   // gradients are accumulated by hand (WeightGradStore), past the frameworks' gradient hooks.
-  if (p.pipeline_schedule == PipelineSchedule::DualPipeV) {
+  if (s.second_chunk_returns()) {
     if (!(p.framework == Framework::Megatron && zs <= 1)) {
       throw InputError("parallel.pipeline_schedule",
-                       "'dualpipev' is simulated as DeepSeek's DualPipe library runs a "
+                       "DualPipe is simulated as DeepSeek's DualPipe library runs a "
                        "Megatron-style model, with the gradients reduced after the step: needs "
                        "parallel.framework megatron and zero.stage 0 or 1");
     }
     if (p.overlap_grad_reduce) {
       throw InputError("parallel.overlap_grad_reduce",
-                       "'dualpipev' accumulates its deferred weight gradients by hand "
+                       "DualPipe accumulates its deferred weight gradients by hand "
                        "(WeightGradStore), past the hooks that would overlap their reduction: "
                        "set false");
     }

@@ -30,10 +30,11 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 // chosen as NCCL does, no contention); flow: NCCL-laid flows sharing links max-min fairly.
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
-// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024). DualPipeV: the V-shaped DualPipe (DeepSeek's
-// DualPipe library, dualpipev.py): two model chunks per stage, stage s holding virtual stages s
-// and 2 pp - 1 - s. DualPipe (DeepSeek-V3's two-copy bidirectional schedule) is named only to be
-// refused as not simulated.
+// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024). DeepSeek's DualPipe library: DualPipe (DeepSeek-V3's
+// bidirectional schedule, dualpipe.py): the model split into pp stages, stage s holding stage s
+// of one copy and stage pp - 1 - s of another, micro-batches fed from both ends; DualPipeV
+// (dualpipev.py), its V-shaped cut in half: two chunks per stage, stage s holding virtual stages
+// s and 2 pp - 1 - s of one copy.
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe, DualPipeV };
 // How context parallelism exchanges keys and values (Megatron-core's --cp-comm-type): p2p, ring
 // attention (each chunk passed around the CP ring while the previous one is attended to);
@@ -229,10 +230,15 @@ struct Scenario {
     return static_cast<double>(training.micro_batch_size) * model.seq_length /
            static_cast<double>(parallel.cp);
   }
-  // The V-shaped placement (dualpipev): the second chunk of each stage runs from the last stage
-  // back to the first, so the embedding and the loss are both on the first stage.
-  bool v_shape() const {
-    return parallel.pp > 1 && parallel.pipeline_schedule == PipelineSchedule::DualPipeV;
+  // DualPipe's placements: each stage's second chunk runs from the last stage back to the first,
+  // so the first stage holds both ends of the model (and, with two copies, so does the last).
+  bool second_chunk_returns() const {
+    return parallel.pp > 1 && (parallel.pipeline_schedule == PipelineSchedule::DualPipe ||
+                               parallel.pipeline_schedule == PipelineSchedule::DualPipeV);
+  }
+  // DualPipe proper: two copies of the model, whose gradients are summed before the step.
+  bool two_model_copies() const {
+    return parallel.pp > 1 && parallel.pipeline_schedule == PipelineSchedule::DualPipe;
   }
   // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
   // one model chunk per stage.

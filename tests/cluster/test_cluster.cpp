@@ -15,10 +15,10 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kExpectedPresets = {
-    "aws-p5-h100",       "dgx-2-v100",          "dgx-a100-40gb",  "dgx-a100-80gb",
-    "dgx-b200",          "dgx-h100",            "dgx-h200",       "gb200-nvl72",
-    "h100-pcie-80gb",    "jean-zay-a100-80gb",  "meta-h100-96gb-roce", "meta-h100-roce",
-    "vtrain-a100-800g"};
+    "aws-p5-h100",    "deepseek-h800",      "dgx-2-v100",          "dgx-a100-40gb",
+    "dgx-a100-80gb",  "dgx-b200",           "dgx-h100",            "dgx-h200",
+    "gb200-nvl72",    "h100-pcie-80gb",     "jean-zay-a100-80gb",  "meta-h100-96gb-roce",
+    "meta-h100-roce", "vtrain-a100-800g"};
 
 ClusterSpec load(const json& j) { return cluster_from_json(j, "cluster"); }
 
@@ -321,7 +321,8 @@ TEST(clusterSpec, BadInputsNameTheirKeyPath) {
 // prediction moved when the field was introduced.
 TEST(clusterPresets, EveryPresetStatesItsGeneration) {
   const std::map<std::string, GpuGeneration> expected = {
-      {"aws-p5-h100", GpuGeneration::Hopper},       {"dgx-2-v100", GpuGeneration::Volta},
+      {"aws-p5-h100", GpuGeneration::Hopper},       {"deepseek-h800", GpuGeneration::Hopper},
+      {"dgx-2-v100", GpuGeneration::Volta},
       {"dgx-a100-40gb", GpuGeneration::Ampere},     {"dgx-a100-80gb", GpuGeneration::Ampere},
       {"dgx-b200", GpuGeneration::Blackwell},       {"h100-pcie-80gb", GpuGeneration::Hopper},
       {"dgx-h100", GpuGeneration::Hopper},          {"dgx-h200", GpuGeneration::Hopper},

@@ -376,44 +376,52 @@ TEST(invariantsFeatures, CombinedOneFOneBAndMtpKeepTheInvariants) {
   }
 }
 
-// DualPipeV: two chunks per stage, the second's transfers running back up the pipeline on groups
-// and streams of their own, overlapped forward and backward pairs, split backwards, the loss and
-// MTP on the first stage; with MoE, TP and DP, a tied and an untied embedding, folded and all
-// ranks.
-TEST(invariantsFeatures, DualPipeVKeepsTheInvariants) {
+// DualPipe and DualPipeV: two chunks per stage, the second's transfers running back up the
+// pipeline on groups and streams of their own, overlapped forward and backward pairs, split
+// backwards, the loss and MTP on the first stage (and DualPipe's second copy's on the last, with
+// the copies' gradient sums); with MoE, TP and DP, a tied and an untied embedding, folded and
+// all ranks.
+TEST(invariantsFeatures, DualPipeKeepsTheInvariants) {
   for (int pp : {2, 4}) {
-    for (const char* ranks : {"folded", "all"}) {
-      const bool tied = pp == 4;
-      json doc = {
-          {"model",
-           {{"num_layers", 2 * pp},
-            {"hidden_size", 64},
-            {"num_attention_heads", 4},
-            {"vocab_size", 1000},
-            {"seq_length", 128},
-            {"position", "rotary"},
-            {"tied_embeddings", tied},
-            {"moe",
-             {{"num_experts", 4}, {"top_k", 2}, {"expert_ffn_hidden_size", 64}, {"first_k_dense", 1}}}}},
-          {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 8 * pp}}},
-          {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2 * pp + 1}}},
-          {"parallel",
-           {{"tp", 2},
-            {"pp", pp},
-            {"ep", 2},
-            {"sequence_parallel", true},
-            {"framework", "megatron"},
-            {"virtual_stages", 2},
-            {"pipeline_schedule", "dualpipev"}}},
-          {"zero", {{"stage", 1}}},
-          {"sim", {{"ranks", ranks}}}};
-      if (!tied) doc["model"]["mtp_num_layers"] = 1;
-      const std::string where = doc.dump();
-      const Scenario s = resolve_scenario(doc);
-      const Simulation sim = simulate_step(s);
-      check_order_and_dependencies(sim.plan.plan, sim.result, where);
-      check_collectives(sim.plan, sim.result, where);
-      check_memory(s, sim.plan, sim.result, where);
+    for (const char* schedule : {"dualpipev", "dualpipe"}) {
+      for (const char* ranks : {"folded", "all"}) {
+        const bool tied = pp == 4;
+        const bool copies = std::string(schedule) == "dualpipe";
+        json doc = {
+            {"model",
+             {{"num_layers", 2 * pp},
+              {"hidden_size", 64},
+              {"num_attention_heads", 4},
+              {"vocab_size", 1000},
+              {"seq_length", 128},
+              {"position", "rotary"},
+              {"tied_embeddings", tied},
+              {"moe",
+               {{"num_experts", 4},
+                {"top_k", 2},
+                {"expert_ffn_hidden_size", 64},
+                {"first_k_dense", 1}}}}},
+            {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 8 * pp}}},
+            {"training",
+             {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2 * pp + (copies ? 2 : 1)}}},
+            {"parallel",
+             {{"tp", 2},
+              {"pp", pp},
+              {"ep", 2},
+              {"sequence_parallel", true},
+              {"framework", "megatron"},
+              {"virtual_stages", copies ? 1 : 2},
+              {"pipeline_schedule", schedule}}},
+            {"zero", {{"stage", 1}}},
+            {"sim", {{"ranks", ranks}}}};
+        if (!tied) doc["model"]["mtp_num_layers"] = 1;
+        const std::string where = doc.dump();
+        const Scenario s = resolve_scenario(doc);
+        const Simulation sim = simulate_step(s);
+        check_order_and_dependencies(sim.plan.plan, sim.result, where);
+        check_collectives(sim.plan, sim.result, where);
+        check_memory(s, sim.plan, sim.result, where);
+      }
     }
   }
 }

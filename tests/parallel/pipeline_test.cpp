@@ -64,8 +64,9 @@ json pipeline_doc(int pp, int m, int v, const std::string& schedule) {
             {"pipeline_schedule", schedule},
             // ZB-H1 runs in the zero-bubble authors' Megatron-LM fork, dualpipev on a
             // Megatron-style model.
-            {"framework",
-             schedule == "zero-bubble" || schedule == "dualpipev" ? "megatron" : "deepspeed"}}},
+            {"framework", schedule == "zero-bubble" || schedule.starts_with("dualpipe")
+                              ? "megatron"
+                              : "deepspeed"}}},
           {"zero", {{"stage", 1}}}};
 }
 
@@ -141,6 +142,66 @@ TEST(parallelPipeline, DualPipeVBubbleIsTheDualPipeReadmes) {
   }
 }
 
+TEST(parallelPipeline, DualPipeBubbleIsTheDualPipeReadmes) {
+  // The DualPipe README: DualPipe on PP devices (two copies, stage s and PP - 1 - s on device s)
+  // leaves (PP/2 - 1)(F&B + B - 3W) of bubble, a chunk here being a whole 1F1B stage (tf in
+  // forward). With F&B = F + B and W = B / 2 = F: (p/2 - 1) 2 tf against m (F + B) = 3 m tf of
+  // work per device (m/2 micro-batches through each chunk), a fraction (p - 2) / (3 m + p - 2):
+  // none with two devices. Every device idles as long.
+  for (int p : {2, 4, 8}) {
+    for (int m : {2 * p, 2 * p + 2, 4 * p}) {
+      for (int rank = 0; rank < p; ++rank) {
+        EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, 1, "dualpipe"), rank),
+                    static_cast<double>(p - 2) / (3 * m + p - 2), 1e-9)
+            << "p " << p << " m " << m << " rank " << rank;
+      }
+    }
+  }
+}
+
+TEST(parallelPipeline, DualPipeHoldsTwoCopiesAndSumsTheirGradients) {
+  // Device s holds stage s of one copy and pp - 1 - s of the other (four layers each here), so
+  // devices 0 and pp - 1 both hold the embedding and the head: the stages' parameters add up to
+  // twice the model's. Before the step each DP rank all-reduces its ZeRO-1 partition of the
+  // fp32 main gradients (Megatron's grad_reduce_in_fp32 with bf16) with the same DP index of
+  // stage pp - 1 - s.
+  for (bool tied : {true, false}) {
+    json doc = pipeline_doc(4, 8, 1, "dualpipe");
+    doc["model"]["tied_embeddings"] = tied;
+    doc["cluster"]["num_gpus"] = 8;  // dp 2
+    const Scenario s = resolve_scenario(doc);
+    const TrainingPlan tp = build_training_plan(s, false);
+    const ParamCounts pc = count_params(s.model);
+    std::int64_t params = 0;
+    for (int st = 0; st < 4; ++st) {
+      const StagePlan& stage = tp.stages[static_cast<std::size_t>(st)];
+      EXPECT_EQ(stage.layers, 8) << "stage " << st;
+      const std::int64_t ends =
+          st == 0 || st == 3 ? pc.embedding + pc.output + pc.final_norm : 0;
+      EXPECT_EQ(stage.local_params, 8 * pc.per_layer + ends) << "stage " << st;
+      params += stage.local_params;
+    }
+    EXPECT_EQ(params, 2 * pc.total) << "tied " << tied;
+    int mirrored = 0;
+    for (const Op& op : tp.plan.ops) {
+      const bool sum = op.kind == OpKind::Collective &&
+                       tp.plan.names[op.name] == "grad all_reduce (dualpipe copies)";
+      if (!sum) continue;
+      ++mirrored;
+      const Collective& c = tp.plan.collectives[static_cast<std::size_t>(op.work)];
+      EXPECT_EQ(c.kind, CollectiveKind::AllReduce);
+      EXPECT_EQ(c.member_count, 2u);
+      const int stage = tp.stage_of_rank[op.rank];
+      EXPECT_EQ(c.bytes, 4 * ((tp.stages[stage].local_params + 1) / 2));
+      auto member_stage = [&](std::uint32_t i) {
+        return tp.stage_of_rank[tp.plan.ops[tp.plan.members[c.member_begin + i]].rank];
+      };
+      EXPECT_EQ(member_stage(0) + member_stage(1), 3);  // stages s and pp - 1 - s
+    }
+    EXPECT_EQ(mirrored, 8);  // one per rank
+  }
+}
+
 TEST(parallelPipeline, DualPipeVHoldsTwoVirtualStagesAndTheEmbeddingOnce) {
   // Stage s holds virtual stages s and 2p - 1 - s (two layers each here); the embedding and the
   // loss are both on stage 0, so a tied embedding is held once, where 1F1B's last stage keeps a
@@ -196,6 +257,27 @@ TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
             "parallel.overlap_grad_reduce");
   EXPECT_EQ(key([](json& d) { d["parallel"]["pipeline_model_parallel_layout"] = "Et|tttt|tttt|tt|t|t|tt|tL"; }),
             "parallel.pipeline_model_parallel_layout");
+  // DualPipe proper: pp stages, two copies; an even pp (dualpipe.py asserts it) and an even
+  // number of micro-batches, half fed from each end.
+  auto dualpipe = [&](const std::function<void(json&)>& edit) {
+    return key([&](json& d) {
+      d["parallel"]["pipeline_schedule"] = "dualpipe";
+      d["parallel"]["virtual_stages"] = 1;
+      edit(d);
+    });
+  };
+  EXPECT_EQ(dualpipe([](json&) {}), "(accepted)");
+  EXPECT_EQ(dualpipe([](json& d) { d["parallel"]["virtual_stages"] = 2; }),
+            "parallel.virtual_stages");
+  EXPECT_EQ(dualpipe([](json& d) {
+              d["parallel"]["pp"] = 3;
+              d["cluster"]["num_gpus"] = 3;
+            }),
+            "parallel.pipeline_schedule");
+  EXPECT_EQ(dualpipe([](json& d) { d["training"]["gradient_accumulation_steps"] = 9; }),
+            "training.gradient_accumulation_steps");
+  EXPECT_EQ(dualpipe([](json& d) { d["training"]["gradient_accumulation_steps"] = 6; }),
+            "training.gradient_accumulation_steps");
 }
 
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
@@ -214,10 +296,8 @@ TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
   EXPECT_EQ(key([](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
             "parallel.pipeline_schedule");
   EXPECT_EQ(key([](json& d) { d["zero"]["stage"] = 2; }), "parallel.pipeline_schedule");
-  // ZB-V (two chunks per stage) and DualPipe are not simulated.
+  // ZB-V (two chunks per stage) is not simulated.
   EXPECT_EQ(key([](json& d) { d["parallel"]["virtual_stages"] = 2; }),
-            "parallel.pipeline_schedule");
-  EXPECT_EQ(key([](json& d) { d["parallel"]["pipeline_schedule"] = "dualpipe"; }),
             "parallel.pipeline_schedule");
 }
 

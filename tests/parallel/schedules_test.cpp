@@ -182,6 +182,43 @@ TEST(schedules, DualPipeVRunsEveryChunkOnceInOrderWithinPpPlusOneActivations) {
   }
 }
 
+// DualPipe (dualpipe.py): stage s holds chunk 0 (stage s of the copy fed at stage 0) and chunk 1
+// (stage pp - 1 - s of the copy fed at stage pp - 1), m / 2 micro-batches each, every one run
+// once forward and once backward (whole, or B then W) in micro-batch order; each stage starts
+// with a forward of the chunk fed at its own end of the pipeline; the README's PP + 1 chunks'
+// activations per device (a chunk being a whole stage here).
+TEST(schedules, DualPipeFeedsHalfTheMicroBatchesFromEachEnd) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {2 * p, 2 * p + 4, 6 * p}) {
+      for (int stage = 0; stage < p; ++stage) {
+        const std::vector<PassStep> steps = dualpipe_schedule(m, p, stage);
+        int next_f[2] = {0, 0}, next_b[2] = {0, 0}, held = 0, peak = 0;
+        for (const PassStep& s : steps) {
+          ASSERT_TRUE(s.chunk == 0 || s.chunk == 1);
+          if (s.forward) {
+            EXPECT_EQ(s.mb, next_f[s.chunk]++);
+            ++held;
+          } else if (s.part == BackwardPart::Weight) {
+            --held;
+          } else {
+            EXPECT_EQ(s.mb, next_b[s.chunk]++);
+            EXPECT_LT(s.mb, next_f[s.chunk]);
+            if (s.part == BackwardPart::Whole) --held;
+          }
+          peak = std::max(peak, held);
+        }
+        for (int c = 0; c < 2; ++c) {
+          EXPECT_EQ(next_f[c], m / 2);
+          EXPECT_EQ(next_b[c], m / 2);
+        }
+        EXPECT_EQ(held, 0);
+        EXPECT_EQ(steps.front().chunk, stage < p / 2 ? 0 : 1) << "p " << p << " stage " << stage;
+        EXPECT_EQ(peak, p + 1) << "p " << p << " m " << m << " stage " << stage;
+      }
+    }
+  }
+}
+
 TEST(schedules, NoPipelineRunsEachMicroBatchThrough) {
   const auto steps = no_pipeline_schedule(3, 1);
   EXPECT_EQ(check_and_peak(steps, 3, 1), 1);
