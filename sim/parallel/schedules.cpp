@@ -114,7 +114,8 @@ std::vector<PassStep> dualpipev_schedule(int micro_batches, int pp, int stage) {
   }
   for (int i = 0; i < m - 2 * pp + r + 1; ++i) {
     if (i == 0 && r == pp - 1) {
-      // The last stage's first pair runs apart: its forward's output is this backward's input.
+      // The last stage's first pair runs one pass after the other (dualpipev.py: not
+      // overlapped, to shrink the bubble further).
       forward(0);
       backward(1, false);
     } else {
