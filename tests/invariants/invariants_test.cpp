@@ -332,6 +332,16 @@ TEST(invariantsRandom, EngineTrajectoriesKeepTheInvariants) {
   }
 }
 
+// Simulates the scenario `doc` and checks every invariant above on it.
+void simulate_and_check(const json& doc) {
+  const std::string where = doc.dump();
+  const Scenario s = resolve_scenario(doc);
+  const Simulation sim = simulate_step(s);
+  check_order_and_dependencies(sim.plan.plan, sim.result, where);
+  check_collectives(sim.plan, sim.result, where);
+  check_memory(s, sim.plan, sim.result, where);
+}
+
 // Megatron-core's MoE features that interleave or add passes: the combined 1F1B (two passes'
 // units interleaved, exchanges on their own stream), MTP on the loss's stage and the recompute
 // modules, with and without a pipeline, folded and all ranks: every op runs once after its
@@ -366,12 +376,7 @@ TEST(invariantsFeatures, CombinedOneFOneBAndMtpKeepTheInvariants) {
           {"parallel", parallel},
           {"zero", {{"stage", 1}}},
           {"sim", {{"ranks", ranks}}}};
-      const std::string where = doc.dump();
-      const Scenario s = resolve_scenario(doc);
-      const Simulation sim = simulate_step(s);
-      check_order_and_dependencies(sim.plan.plan, sim.result, where);
-      check_collectives(sim.plan, sim.result, where);
-      check_memory(s, sim.plan, sim.result, where);
+      simulate_and_check(doc);
     }
   }
 }
@@ -415,12 +420,7 @@ TEST(invariantsFeatures, DualPipeKeepsTheInvariants) {
             {"zero", {{"stage", 1}}},
             {"sim", {{"ranks", ranks}}}};
         if (!tied) doc["model"]["mtp_num_layers"] = 1;
-        const std::string where = doc.dump();
-        const Scenario s = resolve_scenario(doc);
-        const Simulation sim = simulate_step(s);
-        check_order_and_dependencies(sim.plan.plan, sim.result, where);
-        check_collectives(sim.plan, sim.result, where);
-        check_memory(s, sim.plan, sim.result, where);
+        simulate_and_check(doc);
       }
     }
   }

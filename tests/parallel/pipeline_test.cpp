@@ -123,37 +123,32 @@ TEST(parallelPipeline, ZeroBubbleH1BubbleIsPMinusOneTimesTfPlusTbMinusTw) {
   }
 }
 
-TEST(parallelPipeline, DualPipeVBubbleIsTheDualPipeReadmes) {
-  // DeepSeek's DualPipe README: DualPipeV on PP/2 devices (PP stages, two per device) leaves
-  // (PP/2 - 1)(F&B + B - 3W) of bubble, F, B and W a chunk's forward, whole backward and weight
-  // backward, F&B an overlapped forward and backward. A chunk here is half a stage of the
-  // 1F1B tests (tf / 2 in forward); without communication to hide, F&B = F + B: with p devices
-  // the bubble is (p - 1)(F + 2B - 3W) = (p - 1) tf against 2 m (F + B) = 3 m tf of work per
-  // device, a fraction (p - 1) / (3 m + p - 1).
+TEST(parallelPipeline, DualPipeBubblesAreTheDualPipeReadmes) {
+  // DeepSeek's DualPipe README: DualPipe on PP devices (two copies, stage s and PP - 1 - s on
+  // device s) and DualPipeV on PP/2 (PP stages, two per device) both leave (PP/2 - 1)(F&B + B -
+  // 3W) of bubble, F, B and W a chunk's forward, whole backward and weight backward, F&B an
+  // overlapped forward and backward; without communication to hide, F&B = F + B.
+  //  - DualPipe: a chunk is a whole 1F1B stage here (F = tf, B = 2 tf, W = tf): (p/2 - 1) 2 tf
+  //    against m (F + B) = 3 m tf of work per device (m/2 micro-batches through each chunk), a
+  //    fraction (p - 2) / (3 m + p - 2), none with two devices.
+  //  - DualPipeV: a chunk is half a stage (F = tf/2): (p - 1) tf against 2 m (F + B) = 3 m tf,
+  //    a fraction (p - 1) / (3 m + p - 1).
   // Every device idles as long.
-  for (int p : {2, 4, 8}) {
-    for (int m : {2 * p, 3 * p + 1, 4 * p}) {
-      for (int rank = 0; rank < p; ++rank) {
-        EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, 2, "dualpipev"), rank),
-                    static_cast<double>(p - 1) / (3 * m + p - 1), 1e-9)
-            << "p " << p << " m " << m << " rank " << rank;
-      }
-    }
-  }
-}
-
-TEST(parallelPipeline, DualPipeBubbleIsTheDualPipeReadmes) {
-  // The DualPipe README: DualPipe on PP devices (two copies, stage s and PP - 1 - s on device s)
-  // leaves (PP/2 - 1)(F&B + B - 3W) of bubble, a chunk here being a whole 1F1B stage (tf in
-  // forward). With F&B = F + B and W = B / 2 = F: (p/2 - 1) 2 tf against m (F + B) = 3 m tf of
-  // work per device (m/2 micro-batches through each chunk), a fraction (p - 2) / (3 m + p - 2):
-  // none with two devices. Every device idles as long.
-  for (int p : {2, 4, 8}) {
-    for (int m : {2 * p, 2 * p + 2, 4 * p}) {
-      for (int rank = 0; rank < p; ++rank) {
-        EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, 1, "dualpipe"), rank),
-                    static_cast<double>(p - 2) / (3 * m + p - 2), 1e-9)
-            << "p " << p << " m " << m << " rank " << rank;
+  struct Case {
+    const char* schedule;
+    int virtual_stages, lost_stages;  // the fraction is (p - lost) / (3 m + p - lost)
+  };
+  for (const Case c : {Case{"dualpipe", 1, 2}, Case{"dualpipev", 2, 1}}) {
+    for (int p : {2, 4, 8}) {
+      for (int m : {2 * p, 2 * p + 2, 3 * p + 1, 4 * p}) {
+        if (c.virtual_stages == 1 && m % 2 != 0) continue;  // DualPipe feeds m / 2 from each end
+        const int lost = c.lost_stages;
+        const double expected = static_cast<double>(p - lost) / (3 * m + p - lost);
+        for (int rank = 0; rank < p; ++rank) {
+          EXPECT_NEAR(bubble_fraction(pipeline_doc(p, m, c.virtual_stages, c.schedule), rank),
+                      expected, 1e-9)
+              << c.schedule << " p " << p << " m " << m << " rank " << rank;
+        }
       }
     }
   }
@@ -231,16 +226,20 @@ TEST(parallelPipeline, DualPipeVHoldsTwoVirtualStagesAndTheEmbeddingOnce) {
   }
 }
 
+// The key path the scenario `doc` edited by `edit` is refused at, or "(accepted)".
+std::string refused_at(json doc, const std::function<void(json&)>& edit) {
+  edit(doc);
+  try {
+    resolve_scenario(doc);
+  } catch (const InputError& e) {
+    return e.key_path();
+  }
+  return "(accepted)";
+}
+
 TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
   auto key = [](const std::function<void(json&)>& edit) {
-    json doc = pipeline_doc(4, 8, 2, "dualpipev");
-    edit(doc);
-    try {
-      resolve_scenario(doc);
-    } catch (const InputError& e) {
-      return e.key_path();
-    }
-    return std::string("(accepted)");
+    return refused_at(pipeline_doc(4, 8, 2, "dualpipev"), edit);
   };
   EXPECT_EQ(key([](json&) {}), "(accepted)");
   // Two chunks per stage, V-shaped; at least 2 p micro-batches (dualpipev.py asserts it).
@@ -255,7 +254,9 @@ TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
   EXPECT_EQ(key([](json& d) { d["zero"]["stage"] = 2; }), "parallel.pipeline_schedule");
   EXPECT_EQ(key([](json& d) { d["parallel"]["overlap_grad_reduce"] = true; }),
             "parallel.overlap_grad_reduce");
-  EXPECT_EQ(key([](json& d) { d["parallel"]["pipeline_model_parallel_layout"] = "Et|tttt|tttt|tt|t|t|tt|tL"; }),
+  EXPECT_EQ(key([](json& d) {
+              d["parallel"]["pipeline_model_parallel_layout"] = "Et|tttt|tttt|tt|t|t|tt|tL";
+            }),
             "parallel.pipeline_model_parallel_layout");
   // DualPipe proper: pp stages, two copies; an even pp (dualpipe.py asserts it) and an even
   // number of micro-batches, half fed from each end.
@@ -282,14 +283,7 @@ TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
 
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
   auto key = [](const std::function<void(json&)>& edit) {
-    json doc = pipeline_doc(4, 8, 1, "zero-bubble");
-    edit(doc);
-    try {
-      resolve_scenario(doc);
-    } catch (const InputError& e) {
-      return e.key_path();
-    }
-    return std::string("(accepted)");
+    return refused_at(pipeline_doc(4, 8, 1, "zero-bubble"), edit);
   };
   EXPECT_EQ(key([](json&) {}), "(accepted)");
   // DeepSpeed's pipeline engine has no zero-bubble schedule; ZeRO-2/3 are not simulated with it.
