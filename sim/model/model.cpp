@@ -484,8 +484,10 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
                                                  Recompute recompute, bool flash_attention,
                                                  bool moe_layer, std::int64_t cp,
                                                  std::int64_t expert_tp,
-                                                 RecomputeModules modules) {
+                                                 RecomputeModules modules,
+                                                 bool fp8_linear_inputs) {
   check_parallel(m, micro_batch, tp);
+  const double in = fp8_linear_inputs ? 1.0 : 2.0;  // bytes per element of a linear's saved input
   // Without selective recomputation no module is replayed; Megatron's selective default is the
   // attention core alone.
   if (recompute != Recompute::Selective) modules = {};
@@ -528,13 +530,13 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     return out;
   }
 
-  // The norm inputs (2 each), the QKV and first-linear inputs (2 each: the norms' outputs, which
-  // the layernorm module recomputes), two dropout masks (1).
+  // The norm inputs (2 each), the QKV and first-linear inputs (`in` each: the norms' outputs,
+  // which the layernorm module recomputes), two dropout masks (1).
   const bool moe = moe_layer && m.is_moe();
   for (int n = 0; n < m.layer_norms; ++n) replicated(2.0 * sbh);
   if (!modules.layernorm) {
-    replicated(2.0 * sbh);
-    replicated(2.0 * sbh);
+    replicated(in * sbh);
+    replicated(in * sbh);
   }
   replicated(sbh);
   replicated(sbh);
@@ -545,9 +547,9 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
   // and the experts' outputs before the weighted combine (as many), and the router's fp32
   // probabilities (4 bytes per token and expert) that the combine's and the softmax's backward
   // read; split by tp / expert_tp when the EP groups span TP (each rank routes its own tokens).
-  // The last of them is the activation function's output (the second linear's input): the
-  // moe_act module recomputes the routed experts' (the shared experts' stays); the mlp module
-  // replays a dense MLP from its input, keeping none of them.
+  // The last of them is the activation function's output (the second linear's input, `in`
+  // bytes): the moe_act module recomputes the routed experts' (the shared experts' stays); the
+  // mlp module replays a dense MLP from its input, keeping none of them.
   const int intermediates = m.mlp == MlpKind::Relu ? 1 : gated(m) ? 3 : 2;
   double width = s * b * static_cast<double>(m.ffn_hidden_size);
   if (moe) {
@@ -560,23 +562,24 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     for (int i = 0; i < intermediates - 1; ++i) split(2.0 * width);
     if (moe && modules.moe_act) {
       if (m.moe.shared_ffn_hidden_size > 0)
-        split(2.0 * s * b * static_cast<double>(m.moe.shared_ffn_hidden_size));
+        split(in * s * b * static_cast<double>(m.moe.shared_ffn_hidden_size));
     } else {
-      split(2.0 * width);
+      split(in * width);
     }
   }
   if (moe) {
     const double k = static_cast<double>(m.moe.top_k);
     const double own = static_cast<double>(tp / expert_tp);
-    whole(2.0 * k * sbh / own);
+    whole(in * k * sbh / own);
     whole(2.0 * k * sbh / own);
     whole(4.0 * s * b * static_cast<double>(m.moe.num_experts) / own);
   }
   if (m.is_mla()) {
     // MLA by the same rules: Q and K at the query/key width, V and the out-projection input at
-    // the value width (2 bytes each), and the latents, produced by the replicated
-    // down-projections, with their norm's input and output (2 bytes per latent element each).
-    // The mla_up_proj module recomputes Q, K and V from the latents.
+    // the value width (2 bytes each; the input `in`), and the latents, produced by the
+    // replicated down-projections, with their norm's input and output (2 bytes per latent
+    // element each; the output, the up-projections' input, `in`). The mla_up_proj module
+    // recomputes Q, K and V from the latents.
     const double sqk = s * b * static_cast<double>(m.qk_width());
     const double sv = s * b * static_cast<double>(m.v_width());
     if (!modules.mla_up_proj) {
@@ -584,18 +587,18 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
       split(2.0 * sqk);
       split(2.0 * sv);
     }
-    split(2.0 * sv);
+    split(in * sv);
     const double latents = s * b * static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
     replicated(2.0 * latents);
-    replicated(2.0 * latents);
+    replicated(in * latents);
   } else {
-    // Q, K, V, out-projection input.
+    // Q, K, V, out-projection input (`in`).
     const double sbq = s * b * static_cast<double>(m.q_width());
     const double sbk = s * b * static_cast<double>(kv_width(m));
     split(2.0 * sbq);
     split(2.0 * sbk);
     split(2.0 * sbk);
-    split(2.0 * sbq);
+    split(in * sbq);
   }
   if (!modules.core_attn && !flash_attention) {
     // The scores: softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b.
@@ -610,11 +613,11 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer, std::int64_t cp, std::int64_t expert_tp,
-                                  RecomputeModules modules) {
+                                  RecomputeModules modules, bool fp8_linear_inputs) {
   double sum = 0;
   for (double bytes : activation_tensors_per_layer(m, micro_batch, tp, sequence_parallel, recompute,
                                                    flash_attention, moe_layer, cp, expert_tp,
-                                                   modules)) {
+                                                   modules, fp8_linear_inputs)) {
     sum += bytes;
   }
   return sum;

@@ -285,13 +285,18 @@ double model_flops_per_token(const ModelSpec& m);
 // With context parallelism of degree `cp` every term divides by cp (each rank keeps its s / cp
 // tokens' activations, and without flash attention its s / cp rows of the scores).
 // Recompute::SelectiveOp counts what op_checkpoint_matmuls' policy saves (MoE and MLA layers
-// are refused for it by the scenario); Recompute::Selective drops what `modules` replays. The
-// sum of activation_tensors_per_layer.
+// are refused for it by the scenario); Recompute::Selective drops what `modules` replays.
+// `fp8_linear_inputs`: each linear layer keeps its input for the weight gradient in FP8, one
+// byte per element, as Transformer Engine's linears do under FP8 training (linear.py,
+// layernorm_linear.py, grouped_linear.py save the quantized input unless the recipe runs wgrad in
+// higher precision): the QKV and first-linear inputs (the norms' outputs), the output
+// projection's input, the second linear's input (the activation's output), the routed experts'
+// permuted tokens and MLA's normed latents. The sum of activation_tensors_per_layer.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer = false, std::int64_t cp = 1,
                                   std::int64_t expert_tp = 0,
-                                  RecomputeModules modules = {});
+                                  RecomputeModules modules = {}, bool fp8_linear_inputs = false);
 // The tensors activation_bytes_per_layer counts, one entry per tensor (bytes per GPU): the
 // caching allocator places them one by one (sim/memory/caching_allocator.h).
 std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
@@ -299,7 +304,8 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
                                                  Recompute recompute, bool flash_attention,
                                                  bool moe_layer = false, std::int64_t cp = 1,
                                                  std::int64_t expert_tp = 0,
-                                                 RecomputeModules modules = {});
+                                                 RecomputeModules modules = {},
+                                                 bool fp8_linear_inputs = false);
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

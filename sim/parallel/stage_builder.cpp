@@ -65,7 +65,8 @@ Template StageBuilder::build() {
     return activation_tensors_per_layer(m, s_.training.micro_batch_size, tp,
                                         s_.parallel.sequence_parallel, r,
                                         s_.training.flash_attention, moe, cp, s_.expert_tp(),
-                                        s_.parallel.recompute_modules);
+                                        s_.parallel.recompute_modules,
+                                        s_.fp8_linear_inputs_saved());
   };
   layer_tensors_ = tensors(s_.parallel.recompute, false);
   layer_tensors_full_ = tensors(Recompute::None, false);

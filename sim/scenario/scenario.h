@@ -240,6 +240,12 @@ struct Scenario {
   bool two_model_copies() const {
     return parallel.pp > 1 && parallel.pipeline_schedule == PipelineSchedule::DualPipe;
   }
+  // Whether the linears keep their inputs for backward in FP8: Transformer Engine's, which
+  // Megatron-core uses for FP8 training (torchao's Float8Linear, torchtitan's, keeps them in
+  // 16 bits: it saves the high-precision input and casts again in backward).
+  bool fp8_linear_inputs_saved() const {
+    return training.precision == Precision::Fp8 && parallel.framework == Framework::Megatron;
+  }
   // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
   // one model chunk per stage.
   bool zero_bubble_runs() const {

@@ -187,6 +187,28 @@ TEST(modelActivations, SwigluAndGqaRecount) {
                    10 * s * h + (expected - 10 * s * h) / 4);
 }
 
+TEST(modelActivations, Fp8LinearsKeepTheirInputsInOneByte) {
+  // Transformer Engine under FP8 saves each linear's input quantized (one byte): of Korthikanti
+  // et al.'s 34 sbh, the QKV input (2 sbh), the out-projection input (2), the first linear's
+  // input (2) and the second's, the GeLU output (8), halve: 27 sbh + 5as^2b for GPT-3 2.7B.
+  const ModelSpec m = model_preset("gpt3-2.7b", "model");
+  const double s = m.seq_length, h = m.hidden_size, a = m.num_attention_heads;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 1, false, Recompute::None, false, false, 1, 0,
+                                              {}, true),
+                   27 * s * h + 5 * a * s * s);
+  // DeepSeek-V3's MoE layer: MLA's normed latents (q 1536 + kv 512 wide) and out-projection input
+  // (128 heads x 128), the routed experts' permuted tokens (8 copies of each token) and their
+  // and the shared expert's SwiGLU outputs (8 x 2048 + 2048 wide) halve as well.
+  const ModelSpec d = model_preset("deepseek-v3", "model");
+  const double sd = d.seq_length;
+  const double halved = sd * (1536 + 512) + sd * 128 * 128 + 2 * sd * d.hidden_size +
+                        8 * sd * d.hidden_size + sd * (8 * 2048 + 2048);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(d, 1, 1, false, Recompute::Selective, true, true) -
+                       activation_bytes_per_layer(d, 1, 1, false, Recompute::Selective, true, true,
+                                                  1, 0, {}, true),
+                   halved);
+}
+
 // The allocator places a layer's activations tensor by tensor: GPT-3 2.7B without flash
 // attention keeps its two norm inputs, the QKV and MLP inputs, two dropout masks, the GeLU's
 // input and output, Q, K, V, the out-projection input and the scores' three (15 tensors, the
