@@ -193,6 +193,11 @@ void pipeline_rules(Scenario& s, const Given& given) {
     // DeepSeek's DualPipe library: dualpipe.py asserts an even number of ranks; dualpipe.py
     // holds one stage of each of two copies per rank, dualpipev.py two chunks of one, V-shaped.
     const std::string name = dualpipe ? "'dualpipe'" : "'dualpipev'";
+    if (!p.pipeline_layout.empty()) {
+      throw InputError("parallel.pipeline_model_parallel_layout",
+                       "is Megatron-core's layout of its own schedules' virtual stages; not "
+                       "simulated with " + name);
+    }
     if (p.pp < 2 || (dualpipe && p.pp % 2 != 0)) {
       throw InputError("parallel.pipeline_schedule",
                        name + " needs parallel.pp > 1" + (dualpipe ? " and even" : "") +
@@ -206,11 +211,6 @@ void pipeline_rules(Scenario& s, const Given& given) {
                                   "1; got " + std::to_string(p.virtual_stages)
                                 : "'dualpipev' places two model chunks on each pipeline stage, "
                                   "V-shaped: allowed: 2; got " + std::to_string(p.virtual_stages));
-    }
-    if (!p.pipeline_layout.empty()) {
-      throw InputError("parallel.pipeline_model_parallel_layout",
-                       "is Megatron-core's layout of its own schedules' virtual stages; not "
-                       "simulated with " + name);
     }
   }
   if (p.virtual_stages > 1 && p.pp == 1) {
@@ -305,7 +305,8 @@ void batch_rules(Scenario& s, const Given& given) {
                          std::to_string(kMaxMicroBatches) +
                          " zerosim simulates; raise training.micro_batch_size");
   }
-  if (s.second_chunk_returns() && (gas < 2 * s.parallel.pp || (s.two_model_copies() && gas % 2))) {
+  const bool odd_for_dualpipe = s.two_model_copies() && gas % 2 != 0;
+  if (s.second_chunk_returns() && (gas < 2 * s.parallel.pp || odd_for_dualpipe)) {
     // dualpipe.py and dualpipev.py assert num_chunks >= num_ranks * 2; dualpipe.py feeds half
     // of them from each end.
     throw InputError("training.gradient_accumulation_steps",
