@@ -215,12 +215,14 @@ double ComputeCost::selective_recompute_seconds(WorkKind kind, const WorkKernels
     t += bytes_seconds(4.0 * tokens * static_cast<double>(s_.model.hidden_size));
   }
   for (const Gemm& g : forward.gemms) {
-    if (kind == WorkKind::AttentionBackward && m.mla_up_proj && (g.name == "q_up" || g.name == "kv_up"))
+    if (kind == WorkKind::AttentionBackward && m.mla_up_proj &&
+        g.role == GemmRole::MlaUpProjection)
       t += gemm_seconds(g);
+    const bool gated = g.role == GemmRole::GatedMlpInput;
     if (kind == WorkKind::MoeBackward && m.moe_act && g.expert &&
-        (g.name == "expert_gate_up" || g.name == "expert_up")) {
+        (gated || g.role == GemmRole::MlpInput)) {
       const double out = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.count);
-      t += bytes_seconds((g.name == "expert_gate_up" ? 3.0 : 4.0) * out);
+      t += bytes_seconds((gated ? 3.0 : 4.0) * out);
     }
   }
   if (kind == WorkKind::MlpBackward && m.mlp) t += layer_block_seconds(forward, false);

@@ -99,8 +99,13 @@ std::int64_t block_params(const Block& b) {
 void push_mlp(std::vector<Linear>& out, const ModelSpec& m, const std::string& prefix,
               std::int64_t f, std::int64_t copies, bool routed) {
   const std::int64_t h = m.hidden_size;
-  if (gated(m)) out.push_back({prefix + "_gate_up", h, 2 * f, TpSplit::Column, m.mlp_bias, 2, copies, routed});
-  else out.push_back({prefix + "_up", h, f, TpSplit::Column, m.mlp_bias, 1, copies, routed});
+  if (gated(m)) {
+    out.push_back({prefix + "_gate_up", h, 2 * f, TpSplit::Column, m.mlp_bias, 2, copies, routed,
+                   GemmRole::GatedMlpInput});
+  } else {
+    out.push_back({prefix + "_up", h, f, TpSplit::Column, m.mlp_bias, 1, copies, routed,
+                   GemmRole::MlpInput});
+  }
   out.push_back({prefix + "_down", f, h, TpSplit::Row, m.mlp_bias, 1, copies, routed});
 }
 
@@ -117,7 +122,8 @@ Block attention_block(const ModelSpec& m) {
     const std::int64_t heads = m.num_attention_heads;
     if (a.q_lora_rank > 0) {
       b.linears.push_back({"q_down", h, a.q_lora_rank, TpSplit::Replicated, m.qkv_bias});
-      b.linears.push_back({"q_up", a.q_lora_rank, m.qk_width(), TpSplit::Column, false});
+      b.linears.push_back({"q_up", a.q_lora_rank, m.qk_width(), TpSplit::Column, false, 1, 1,
+                           false, GemmRole::MlaUpProjection});
       b.replicated_params += a.q_lora_rank;  // q_a_layernorm (RMSNorm)
       b.replicated_tensors += 1;
     } else {
@@ -125,8 +131,8 @@ Block attention_block(const ModelSpec& m) {
     }
     b.linears.push_back(
         {"kv_down", h, a.kv_lora_rank + a.qk_rope_head_dim, TpSplit::Replicated, m.qkv_bias});
-    b.linears.push_back(
-        {"kv_up", a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim), TpSplit::Column, false});
+    b.linears.push_back({"kv_up", a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim),
+                         TpSplit::Column, false, 1, 1, false, GemmRole::MlaUpProjection});
     b.replicated_params += a.kv_lora_rank;  // kv_a_layernorm (RMSNorm)
     b.replicated_tensors += 1;
   } else {
@@ -269,6 +275,7 @@ void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std:
     }
     out.push_back({l.name, rows, l.split == TpSplit::Column ? l.out / split : l.out,
                    l.split == TpSplit::Row ? l.in / split : l.in, copies, l.routed});
+    out.back().role = l.role;
   }
 }
 

@@ -157,6 +157,11 @@ enum class TpSplit : std::uint8_t { Column, Row, Replicated };
 
 // One linear module of a block, or `copies` identical ones (the routed experts), as the
 // parameter counts, the GEMMs and ZeRO-3's tensors all see it.
+// What a GEMM is to Megatron-core's recompute modules: an MLA up-projection (mla_up_proj
+// replays it), an MLP's first linear, plain or with gate and up fused (moe_act replays the
+// activation from its output), or neither.
+enum class GemmRole : std::uint8_t { Other, MlaUpProjection, MlpInput, GatedMlpInput };
+
 struct Linear {
   std::string name;  // the GEMM's name
   std::int64_t in = 0, out = 0;
@@ -165,6 +170,7 @@ struct Linear {
   int tensors = 1;          // weight tensors it is stored as (gate and up fused: 2)
   std::int64_t copies = 1;  // identical modules: the routed experts
   bool routed = false;      // an expert: processes top_k / num_experts of the tokens
+  GemmRole role = GemmRole::Other;
 };
 
 // The parameters of one block of a layer: its linears, and the small tensors replicated over TP
@@ -212,6 +218,7 @@ struct Gemm {
   std::int64_t count = 1;
   bool expert = false;  // the routed experts' GEMMs (count of them), grouped or looped
   bool fp8 = false;     // run in FP8 (a transformer layer's linear under fp8 training)
+  GemmRole role = GemmRole::Other;
 
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };
