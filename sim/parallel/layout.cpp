@@ -131,13 +131,13 @@ std::vector<std::vector<Unit>> virtual_stage_units(const Scenario& s) {
 std::vector<std::vector<Unit>> stage_chunks(const Scenario& s,
                                             const std::vector<std::vector<Unit>>& per_virtual,
                                             int stage) {
-  std::vector<std::vector<Unit>> chunks;
   if (s.second_chunk_returns()) {
     // DualPipe: stage s and pp - 1 - s of the pp stages (the second of another copy); DualPipeV:
     // virtual stages s and 2 pp - 1 - s.
     return {per_virtual[static_cast<std::size_t>(stage)],
             per_virtual[per_virtual.size() - 1 - static_cast<std::size_t>(stage)]};
   }
+  std::vector<std::vector<Unit>> chunks;
   for (int c = 0; c < s.parallel.virtual_stages; ++c) {
     chunks.push_back(per_virtual[c * s.parallel.pp + stage]);  // interleaved: c pp + stage
   }
