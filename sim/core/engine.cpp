@@ -68,6 +68,7 @@ const char* stream_name(Stream s) {
     case Stream::EpComm: return "ep-comm";
     case Stream::PpBackSend: return "pp-back-send";
     case Stream::PpBackRecv: return "pp-back-recv";
+    case Stream::EpForward: return "ep-forward";
   }
   return "?";
 }

@@ -26,10 +26,13 @@ enum class OpKind : std::uint8_t { Compute, Collective, Copy, Alloc, Free };
 // PpBackSend, PpBackRecv: the transfers of DualPipe's second chunk (which runs back), apart
 // from the first chunk's: DualPipe posts each step's sends and receives as one batch, which one
 // queue per direction for both chunks would serialise into a wait cycle.
+// EpForward: the flex dispatcher's NVLink half (DeepEP forwards what arrives over the network to
+// the node's ranks while more arrives), beside the network half on the exchange's own stream.
 enum class Stream : std::uint8_t {
-  Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu, CpComm, EpComm, PpBackSend, PpBackRecv
+  Compute, DpComm, TpComm, PpComm, PpRecv, H2D, D2H, Cpu, CpComm, EpComm, PpBackSend, PpBackRecv,
+  EpForward
 };
-inline constexpr int kNumStreams = 12;
+inline constexpr int kNumStreams = 13;
 const char* stream_name(Stream s);
 
 // Collective kinds as NCCL names them; SendRecv is a point-to-point transfer whose two member ops

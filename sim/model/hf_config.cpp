@@ -69,8 +69,8 @@ const std::vector<std::string> kCostFree = {
     "task_specific_params", "n_ctx", "attn_logit_softcapping", "final_logit_softcapping",
     "query_pre_attn_scalar", "cache_implementation",
     // Mixture-of-Experts routing numerics and losses: scores (softmax or sigmoid), group-limited
-    // top-k, scaling, renormalisation, jitter, auxiliary losses; gpt-oss's SwiGLU clamp; the
-    // expert parallelism DeepSeek's inference code was configured with (ep_size: the run's
+    // top-k (which hf_moe.cpp reads for DeepSeek), scaling, renormalisation, jitter, auxiliary
+    // losses; gpt-oss's SwiGLU clamp; the expert parallelism DeepSeek's inference code was configured with (ep_size: the run's
     // is parallel.*); the rotary layout (rope_interleave); gpt-oss's pre-training length.
     "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob",
     "topk_method", "n_group", "topk_group", "routed_scaling_factor", "scoring_func",

@@ -13,9 +13,10 @@
 //               (transformers ignores the field; every published config has 1);
 //   gpt_oss     every layer MoE: num_local_experts experts of intermediate_size with biases, a
 //               router with a bias.
-// Routing numerics (softmax or sigmoid scores, group-limited top-k, the scaling factor, the
-// auxiliary loss coefficients, top-k renormalisation) change no parameter and no GEMM: they are
-// in hf_config.cpp's cost-free list.
+// Routing numerics (softmax or sigmoid scores, the scaling factor, the auxiliary loss
+// coefficients, top-k renormalisation) change no parameter and no GEMM: they are in
+// hf_config.cpp's cost-free list. DeepSeek's group-limited routing (n_group, topk_group) is read:
+// it decides how many nodes a token's experts span, which the flex dispatcher's traffic follows.
 #include <string>
 #include <vector>
 
@@ -95,6 +96,17 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
                          " layers; allowed: 0 to num_hidden_layers - 1");
   // The first layer at or after the dense ones that moe_layer_freq divides.
   e.first_k_dense = (dense + e.layer_freq - 1) / e.layer_freq * e.layer_freq;
+  // Group-limited routing: DeepseekV3 always routes within its topk_group best groups (noaux_tc;
+  // DeepseekV3Config defaults n_group 8, topk_group 4); DeepseekV2 only with topk_method
+  // group_limited_greedy (its default greedy picks from all experts).
+  const json* method = c.get("topk_method");
+  const bool grouped =
+      v3 || (method && method->is_string() && method->get<std::string>() == "group_limited_greedy");
+  if (grouped) {
+    e.router_num_groups = c.int_or("n_group", v3 ? 8 : 1);
+    e.router_group_topk = c.int_or("topk_group", v3 ? 4 : 1);
+    if (e.router_num_groups == 1) e.router_num_groups = e.router_group_topk = 0;  // no limit
+  }
   if (e.layer_freq != 1)
     c.warn(warnings, "moe_layer_freq",
            "DeepSeek's modeling_deepseek.py makes only every " + std::to_string(e.layer_freq) +

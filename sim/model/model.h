@@ -58,6 +58,13 @@ struct MoeSpec {
   // moe_layer_freq.
   std::int64_t first_k_dense = 0;
   std::int64_t layer_freq = 1;
+  // Group-limited routing (DeepSeek-V2's device-limited, DeepSeek-V3's node-limited; Megatron-
+  // core's moe_router_num_groups / moe_router_group_topk, transformers' n_group / topk_group):
+  // the experts form router_num_groups equal groups of consecutive experts, and each token picks
+  // its top_k among the router_group_topk groups it scores highest. 0: no limit. It changes no
+  // parameter and no FLOP, only where tokens go (the flex dispatcher's traffic).
+  std::int64_t router_num_groups = 0;
+  std::int64_t router_group_topk = 0;
   bool operator==(const MoeSpec&) const = default;
 };
 

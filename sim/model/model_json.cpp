@@ -31,6 +31,34 @@ void check_range(std::int64_t v, std::int64_t max, const std::string& path) {
 // layer's parameters times the layers inside int64, as kMaxWidth does for a dense one.
 constexpr std::int64_t kMaxExperts = 1 << 16;
 constexpr std::int64_t kMaxRoutedWidth = 1 << 22;  // num_experts x expert_ffn_hidden_size
+
+// Megatron-core's checks on group-limited routing (router.py, topk_routing_with_score_function
+// via group_limited_topk): equal groups, no more selected groups than groups, and enough experts
+// in the selected groups for the top_k.
+void validate_router_groups(const MoeSpec& e, const std::string& moe) {
+  const std::string groups = key_join(moe, "router_num_groups");
+  const std::string topk = key_join(moe, "router_group_topk");
+  if ((e.router_num_groups == 0) != (e.router_group_topk == 0))
+    throw InputError(e.router_num_groups == 0 ? groups : topk,
+                     "missing; group-limited routing needs router_num_groups and "
+                     "router_group_topk together");
+  if (e.router_num_groups == 0) return;
+  if (e.router_num_groups > e.num_experts || e.num_experts % e.router_num_groups != 0)
+    throw InputError(groups, "must divide num_experts (" + std::to_string(e.num_experts) +
+                                 ") into equal groups, got " +
+                                 std::to_string(e.router_num_groups));
+  if (e.router_group_topk > e.router_num_groups)
+    throw InputError(topk, "must be between 1 and router_num_groups (" +
+                               std::to_string(e.router_num_groups) + "), got " +
+                               std::to_string(e.router_group_topk));
+  if (e.router_group_topk * (e.num_experts / e.router_num_groups) < e.top_k)
+    throw InputError(topk, "leaves " +
+                               std::to_string(e.router_group_topk *
+                                              (e.num_experts / e.router_num_groups)) +
+                               " experts to choose top_k " + std::to_string(e.top_k) +
+                               " from; allowed: router_group_topk x num_experts / "
+                               "router_num_groups >= top_k");
+}
 void validate_moe(const ModelSpec& m, const std::string& key_path) {
   if (m.moe.num_experts != 0) {
     const MoeSpec& e = m.moe;
@@ -56,6 +84,7 @@ void validate_moe(const ModelSpec& m, const std::string& key_path) {
     if (e.shared_expert_gate && e.shared_ffn_hidden_size == 0)
       throw InputError(key_join(moe, "shared_expert_gate"),
                        "gates a shared expert: needs shared_ffn_hidden_size > 0");
+    validate_router_groups(e, moe);
   }
   if (m.mla.kv_lora_rank != 0) {
     const MlaSpec& a = m.mla;
@@ -221,7 +250,8 @@ void require_given(const std::string& path, const std::string& what,
 // zerosim-published-cases/1 format's (num_experts, top_k, expert_ffn_hidden_size,
 // shared_experts: a count of experts of the expert width, first_k_dense, moe_layer_freq,
 // capacity_factor) and zerosim's own (shared_ffn_hidden_size: the shared experts' summed width
-// when it is no such multiple, shared_expert_gate, router_bias). A MoE object without a base's
+// when it is no such multiple, shared_expert_gate, router_bias) and Megatron-core's group-limited
+// routing (router_num_groups, router_group_topk). A MoE object without a base's
 // experts needs num_experts, top_k and expert_ffn_hidden_size; an MLA one kv_lora_rank and the
 // three head widths.
 bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m,
@@ -256,7 +286,9 @@ bool read_moe_and_mla(const json& obj, const std::string& key_path, ModelSpec& m
                            {"expert_ffn_hidden_size", &e.expert_ffn_hidden_size, 1},
                            {"shared_ffn_hidden_size", &e.shared_ffn_hidden_size, 0},
                            {"first_k_dense", &e.first_k_dense, 0},
-                           {"moe_layer_freq", &e.layer_freq, 1}},
+                           {"moe_layer_freq", &e.layer_freq, 1},
+                           {"router_num_groups", &e.router_num_groups, 1},
+                           {"router_group_topk", &e.router_group_topk, 1}},
                           {{"shared_expert_gate", &e.shared_expert_gate},
                            {"router_bias", &e.router_bias}});
     if (shared_experts >= 0) {
@@ -526,6 +558,10 @@ nlohmann::json model_to_json(const ModelSpec& m) {
                 {"router_bias", e.router_bias},
                 {"first_k_dense", e.first_k_dense},
                 {"moe_layer_freq", e.layer_freq}};
+    if (e.router_num_groups != 0) {
+      j["moe"]["router_num_groups"] = e.router_num_groups;
+      j["moe"]["router_group_topk"] = e.router_group_topk;
+    }
   }
   if (m.is_mla()) {
     const MlaSpec& a = m.mla;

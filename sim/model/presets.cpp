@@ -124,6 +124,10 @@ ModelSpec deepseek_v3() {
   e.expert_ffn_hidden_size = 2048;
   e.shared_ffn_hidden_size = 2048;
   e.first_k_dense = 3;
+  // Sec. 2.1.2: node-limited routing, each token to at most M = 4 nodes; config.json's n_group 8,
+  // topk_group 4.
+  e.router_num_groups = 8;
+  e.router_group_topk = 4;
   ModelSpec m = moe_llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 163840, e,
                           "DeepSeek-AI 2024, DeepSeek-V3 technical report (arXiv:2412.19437), "
                           "Sec. 4.2-4.3, and deepseek-ai/DeepSeek-V3 config.json");

@@ -30,31 +30,64 @@ void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, B
 // experts, an all-to-all sends each token to its experts' ranks (dispatch) and one brings the
 // results back (combine), each waited for on the compute stream. The block's compute op stands
 // for router, experts and combine together, so the exchanges follow it: the same time on the
-// critical path, as nothing overlaps them. `count` exchanges in a row (2 per forward, 2 per
-// backward, 4 in a backward that recomputes the forward) move the same bytes between the same
-// ranks one after the other, so they are played as one all-to-all of `count` times the bytes:
-// the same flows on the same links, with one NCCL latency instead of `count` (tens of
-// microseconds per layer) and a fraction of the simulation's work.
-std::int32_t StageBuilder::expert_all_to_alls(std::int32_t after, int count,
+// critical path, as nothing overlaps them. Exchanges in a row (2 per forward, 2 per backward, 4
+// in a backward that recomputes the forward) move their bytes between the same ranks one after
+// the other, so they are played as one all-to-all of their summed bytes: the same flows on the
+// same links, with one NCCL latency instead of several (tens of microseconds per layer) and a
+// fraction of the simulation's work.
+std::int32_t StageBuilder::expert_all_to_alls(std::int32_t after,
+                                              std::initializer_list<Exchange> exchanges,
                                               const std::string& what) {
-  return e_.collective(Peer::Ep, CollectiveKind::AllToAll, count * ep_all_to_all_bytes_,
-                       Stream::Compute,
-                       "ep all_to_all (dispatch + combine" + std::string(count > 2 ? ", twice" : "") +
-                           ") " + what,
-                       {after});
+  return expert_traffic(after, exchanges, Stream::Compute,
+                        "ep all_to_all (dispatch + combine" +
+                            std::string(exchanges.size() > 2 ? ", twice" : "") + ") " + what);
 }
 
 // One exchange of an MoE layer under the combined 1F1B schedule: on the all-to-all stream, after
 // `after`; the block that needs it waits for it (combined_pass).
-std::int32_t StageBuilder::expert_exchange(std::int32_t after, int count, const char* which,
+std::int32_t StageBuilder::expert_exchange(std::int32_t after, Exchange which,
                                            const std::string& what) {
-  return e_.collective(Peer::Ep, CollectiveKind::AllToAll, count * ep_all_to_all_bytes_,
-                       Stream::EpComm, "ep all_to_all (" + std::string(which) + ") " + what,
-                       {after});
+  const bool dispatch = which == Exchange::Dispatch || which == Exchange::DispatchBackward;
+  return expert_traffic(after, {which}, Stream::EpComm,
+                        "ep all_to_all (" + std::string(dispatch ? "dispatch" : "combine") + ") " +
+                            what);
+}
+
+std::int32_t StageBuilder::expert_traffic(std::int32_t after,
+                                          std::initializer_list<Exchange> exchanges,
+                                          Stream stream, const std::string& name) {
+  if (!flex_) {
+    return e_.collective(Peer::Ep, CollectiveKind::AllToAll,
+                         static_cast<Bytes>(exchanges.size()) * ep_all_to_all_bytes_, stream,
+                         name, {after});
+  }
+  // The flex dispatcher's bytes per element: its dispatch and its combine's backward in their
+  // wire dtypes, the combine and the dispatch's backward in bf16 (DeepEP's combine).
+  double width = 0;
+  const ParallelConfig& p = s_.parallel;
+  for (Exchange x : exchanges) {
+    width += x == Exchange::Dispatch          ? wire_bytes_per_element(p.moe_dispatch_fwd_dtype)
+             : x == Exchange::CombineBackward ? wire_bytes_per_element(p.moe_combine_bwd_dtype)
+                                              : 2.0;
+  }
+  std::int32_t node = -1, rail = -1;
+  if (ep_node_per_byte_ > 0) {
+    node = e_.collective(Peer::EpNode, CollectiveKind::AllToAll,
+                         static_cast<Bytes>(ep_node_per_byte_ * width), Stream::EpForward,
+                         name + " nvlink", {after});
+  }
+  if (ep_rail_per_byte_ > 0) {
+    rail = e_.collective(Peer::EpRail, CollectiveKind::AllToAll,
+                         static_cast<Bytes>(ep_rail_per_byte_ * width), stream,
+                         name + " network", {after});
+  }
+  if (rail < 0) return node;
+  if (node >= 0) e_.host_wait(node);
+  return rail;
 }
 
 std::int32_t StageBuilder::flush_exchange(QueuedExchange& q) {
-  const std::int32_t op = expert_exchange(q.after, q.count, q.which, q.what);
+  const std::int32_t op = expert_exchange(q.after, q.which, q.what);
   q.after = -1;
   return op;
 }
@@ -144,10 +177,10 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
     exchange = context_exchange_before(false, f.prev, unit_op_name(unit, "fwd") + suffix);
     if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
   }
-  const bool experts = ep_all_to_all_bytes_ > 0 && unit.forward == WorkKind::MoeForward;
+  const bool experts = expert_exchanges_ && unit.forward == WorkKind::MoeForward;
   if (experts && f.combined) {
     // Combined 1F1B: the dispatch on the all-to-all stream, which the experts wait for.
-    deps.push_back(expert_exchange(f.prev, 1, "dispatch", unit_op_name(unit, "fwd") + suffix));
+    deps.push_back(expert_exchange(f.prev, Exchange::Dispatch, unit_op_name(unit, "fwd") + suffix));
   }
   const std::int32_t block_start = f.prev;
   f.prev = e_.compute(unit.forward, Phase::Forward, unit_op_name(unit, "fwd") + suffix, deps);
@@ -155,9 +188,10 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
   if (experts && f.combined) {
     // Queued when the pass goes on, so that the other pass's exchange issued in between goes
     // first on the all-to-all stream, as Megatron-core orders them.
-    f.combine = {f.prev, 1, "combine", unit_op_name(unit, "fwd") + suffix};
+    f.combine = {f.prev, Exchange::Combine, unit_op_name(unit, "fwd") + suffix};
   } else if (experts) {
-    f.prev = expert_all_to_alls(f.prev, 2, unit_op_name(unit, "fwd") + suffix);
+    f.prev = expert_all_to_alls(f.prev, {Exchange::Dispatch, Exchange::Combine},
+                                unit_op_name(unit, "fwd") + suffix);
   }
   if (unit.forward == WorkKind::HeadForward) {
     for (Bytes b : loss_forward_temporaries_) {
@@ -251,10 +285,11 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
     exchange = context_exchange_before(true, b.prev, unit_op_name(unit, "bwd") + suffix);
     if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
   }
-  const bool experts = ep_all_to_all_bytes_ > 0 && unit.backward == WorkKind::MoeBackward;
+  const bool experts = expert_exchanges_ && unit.backward == WorkKind::MoeBackward;
   if (experts && b.combined) {
     // Combined 1F1B: the combine's backward on the all-to-all stream before the experts'.
-    deps.push_back(expert_exchange(b.prev, 1, "combine", unit_op_name(unit, "bwd") + suffix));
+    deps.push_back(
+        expert_exchange(b.prev, Exchange::CombineBackward, unit_op_name(unit, "bwd") + suffix));
   }
   const bool split = input_only && is_layer_backward(unit.backward);
   const std::int32_t block_start = b.prev;
@@ -265,9 +300,15 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   }
   if (context) context_exchange_after(true, b.prev, exchange, unit_op_name(unit, "bwd") + suffix);
   if (experts && b.combined) {
-    b.dispatch = {b.prev, 1, "dispatch", unit_op_name(unit, "bwd") + suffix};
+    b.dispatch = {b.prev, Exchange::DispatchBackward, unit_op_name(unit, "bwd") + suffix};
   } else if (experts) {
-    b.prev = expert_all_to_alls(b.prev, full ? 4 : 2, unit_op_name(unit, "bwd") + suffix);
+    const std::string name = unit_op_name(unit, "bwd") + suffix;
+    b.prev = full ? expert_all_to_alls(b.prev,
+                                       {Exchange::Dispatch, Exchange::Combine,
+                                        Exchange::CombineBackward, Exchange::DispatchBackward},
+                                       name)
+                  : expert_all_to_alls(
+                        b.prev, {Exchange::CombineBackward, Exchange::DispatchBackward}, name);
   }
   // The input gradient of every column-parallel block (and of the vocab-parallel head) is
   // all-reduced; the embedding's is not needed.

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/scenario/expert_layout.h"
+
 namespace zerosim {
 
 const char* group_kind_name(GroupKind k) { return name_of<GroupKind>(kGroupKindNames, k); }
@@ -27,7 +29,7 @@ class Instantiator {
       : s_(s), templates_(templates), fold_(fold), out_(out), plan_(out.plan),
         tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp_cp()),
         dp_all_(s.parallel.dp_cp()), k_(dp_subgroup_size(s)), ep_(s.ep_dp_span()),
-        ep_span_tp_(s.experts_span_tp()), cp_(s.parallel.cp) {}
+        ep_span_tp_(s.experts_span_tp()), cp_(s.parallel.cp), flex_(flex_dispatch(s)) {}
 
   void run() {
     plan_.num_ranks = tp_ * dp_ * pp_;
@@ -52,6 +54,7 @@ class Instantiator {
       for (int t = 0; t < tp_; ++t) data_parallel_groups(st, t);
       for (int d = 0; d < dp_; ++d) tensor_parallel_group(st, d);
       if (ep_span_tp_) expert_groups_across_tp(st);
+      if (flex_) flex_groups(st);
     }
     pipeline_groups();
     if (s_.two_model_copies()) mirror_groups();
@@ -102,6 +105,20 @@ class Instantiator {
                 const std::vector<int>& folded_dp = {}, bool across_tp = false,
                 bool pairwise = false) {
     add_cost(ranks, kind, folded_dp.empty() ? every_dp_ : folded_dp, across_tp, pairwise);
+    return register_group(ranks, name, kind);
+  }
+  // A group whose cluster ranks are given: folded, `ranks` (the simulated ones among them)
+  // stand for all of `cluster_ranks`.
+  int add_group_of(const std::vector<std::int32_t>& ranks, const std::vector<int>& cluster_ranks,
+                   const std::string& name, GroupKind kind) {
+    if (fold_) {
+      plan_.cost_ranks.insert(plan_.cost_ranks.end(), cluster_ranks.begin(), cluster_ranks.end());
+      plan_.cost_begin.push_back(static_cast<std::uint32_t>(plan_.cost_ranks.size()));
+    }
+    return register_group(ranks, name, kind);
+  }
+  int register_group(const std::vector<std::int32_t>& ranks, const std::string& name,
+                     GroupKind kind) {
     plan_.group_ranks.insert(plan_.group_ranks.end(), ranks.begin(), ranks.end());
     plan_.group_begin.push_back(static_cast<std::uint32_t>(plan_.group_ranks.size()));
     plan_.group_names.push_back(name);
@@ -183,6 +200,50 @@ class Instantiator {
                               GroupKind::Ep, first_expert_group_, true);
       for (std::size_t n = 0; n < members.size(); ++n)
         join(members[n], Peer::Ep, g, static_cast<int>(n));
+    }
+  }
+
+  // The flex dispatcher's halves of each expert-parallel group of stage st (expert_layout.h): its
+  // ranks on each node (EpNode) and its ranks at the same place on each of its nodes (EpRail).
+  // A group of one rank carries nothing and is not made. Folded, a group holds the simulated
+  // ranks among its members and stands for all of them.
+  void flex_groups(int st) {
+    const int per_node = s_.cluster.gpus_per_node;
+    const int groups = dp_all_ / ep_;
+    const std::string where = " s" + std::to_string(st);
+    for (int t = 0; t < (ep_span_tp_ ? 1 : tp_); ++t) {
+      for (int g = 0; g < groups; ++g) {
+        std::vector<std::vector<int>> nodes;  // the group's cluster ranks on each of its nodes
+        for (int r : expert_group_ranks(s_, st, t, g)) {
+          if (nodes.empty() || nodes.back().front() / per_node != r / per_node) nodes.emplace_back();
+          nodes.back().push_back(r);
+        }
+        const std::string name = std::to_string(g) + where + " t" + std::to_string(t);
+        if (nodes.front().size() > 1) {
+          for (std::size_t n = 0; n < nodes.size(); ++n) {
+            flex_group(nodes[n], Peer::EpNode, "ep-node" + name + " n" + std::to_string(n));
+          }
+        }
+        if (nodes.size() > 1) {
+          for (std::size_t i = 0; i < nodes.front().size(); ++i) {
+            std::vector<int> rail;
+            for (const std::vector<int>& on_node : nodes) rail.push_back(on_node[i]);
+            flex_group(rail, Peer::EpRail, "ep-rail" + name + " r" + std::to_string(i));
+          }
+        }
+      }
+    }
+  }
+  void flex_group(const std::vector<int>& cluster_ranks, Peer peer, const std::string& name) {
+    std::vector<std::int32_t> simulated;
+    for (const int r : cluster_ranks) {
+      const int t = r % tp_, d = (r / tp_) % dp_all_, st = r / (tp_ * dp_all_);
+      if (d < dp_) simulated.push_back(rank_of(st, d, t));  // else folded away
+    }
+    if (simulated.empty()) return;
+    const int g = add_group_of(simulated, cluster_ranks, name, GroupKind::Ep);
+    for (std::size_t i = 0; i < simulated.size(); ++i) {
+      join(simulated[i], peer, g, static_cast<int>(i));
     }
   }
 
@@ -327,6 +388,7 @@ class Instantiator {
   const int tp_, pp_, dp_, dp_all_, k_, ep_;
   const bool ep_span_tp_;
   const int cp_;
+  const bool flex_;  // the flex dispatcher's groups are made (expert_layout.h flex_dispatch)
   std::vector<int> every_dp_, first_shard_, first_replica_;
   std::vector<int> first_expert_group_, first_expert_replica_, first_context_group_;
   // group_of_[rank][peer]: the group a rank's ops of that peer kind run on; position in it.

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "sim/cluster/gpu_generation.h"
+#include "sim/model/moe_routing.h"
 #include "sim/parallel/schedules.h"
+#include "sim/scenario/expert_layout.h"
 
 namespace zerosim::plan_detail {
 
@@ -124,10 +126,30 @@ Template StageBuilder::build() {
   // block's TP collectives: Megatron-core's all-to-all dispatcher with expert TP = TP). With
   // expert TP 1 and the EP groups across TP the all-to-all alone moves the routed tokens; only
   // the shared experts, split as the dense MLP is, keep a dense block's TP collectives.
+  //
+  // The flex dispatcher (DeepEP's normal kernels, expert TP 1) sends a token once to each other
+  // node its experts are on, to the rank at its own place there (the network half, one rank per
+  // node), which forwards it once to each rank of its node that holds one of them (the NVLink
+  // half); a rank thus forwards, for each of the nodes (its own included), the tokens that hit
+  // each of its node's other ranks. The combine goes back the same way, summed on the way. The
+  // chance a token hits a node or a rank follows the routing (moe_routing.h).
   if (s_.parallel.ep > 1) {
-    ep_all_to_all_bytes_ = static_cast<Bytes>(
-        2.0 * sb * static_cast<double>(m.moe.top_k) * m.hidden_size *
-        s_.training.moe_load_imbalance / (s_.parallel.sequence_parallel ? tp : 1));
+    expert_exchanges_ = true;
+    const double routed_tokens = sb * m.hidden_size * s_.training.moe_load_imbalance /
+                                 (s_.parallel.sequence_parallel ? tp : 1);
+    ep_all_to_all_bytes_ =
+        static_cast<Bytes>(2.0 * routed_tokens * static_cast<double>(m.moe.top_k));
+    flex_ = flex_dispatch(s_);
+    if (flex_) {
+      const EpNodeSplit split = *ep_node_split(s_);
+      const std::int64_t rank_experts = m.moe.num_experts / s_.parallel.ep;
+      const double hits_node = unit_hit_probability(m.moe, rank_experts * split.per_node);
+      const double hits_rank = unit_hit_probability(m.moe, rank_experts);
+      if (split.nodes > 1) ep_rail_per_byte_ = split.nodes * routed_tokens * hits_node;
+      if (split.per_node > 1) {
+        ep_node_per_byte_ = split.per_node * split.nodes * routed_tokens * hits_rank;
+      }
+    }
     moe_tp_activation_bytes_ = s_.experts_span_tp()
                                    ? (m.moe.shared_ffn_hidden_size > 0 ? tp_activation_bytes_ : 0)
                                    : tp_activation_bytes_ * m.moe.top_k;

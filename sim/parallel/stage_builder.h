@@ -5,6 +5,7 @@
 // answers come from its policy (framework_policy.h); each concern has its own part: Zero3Params,
 // GradientReducer, Offload, ParamGather.
 #include <cstdint>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -33,12 +34,15 @@ class StageBuilder {
   Template build();
 
  private:
-  // An MoE exchange of the combined 1F1B schedule waiting to be issued: after op `after`
-  // (-1: none), `count` exchanges, named by `which` and `what`.
+  // The token exchanges of an MoE layer: forward, the dispatch to the experts and the combine of
+  // their outputs; backward, the combine's backward (output gradients to the experts) and the
+  // dispatch's (input gradients back).
+  enum class Exchange { Dispatch, Combine, CombineBackward, DispatchBackward };
+  // An MoE exchange of the combined 1F1B schedule waiting to be issued after op `after` (-1:
+  // none), named by `what`.
   struct QueuedExchange {
     std::int32_t after = -1;
-    int count = 1;
-    const char* which = "";
+    Exchange which = Exchange::Dispatch;
     std::string what;
   };
   // One forward or backward pass in progress: built unit by unit, so that the combined 1F1B
@@ -75,8 +79,7 @@ class StageBuilder {
   // parallel.overlap_moe_expert_parallel_comm), see passes.cpp.
   void combined_pass(const PassStep& fwd, const PassStep& bwd, bool last_of_chunk,
                      bool last_of_step);
-  std::int32_t expert_exchange(std::int32_t after, int count, const char* which,
-                               const std::string& what);
+  std::int32_t expert_exchange(std::int32_t after, Exchange which, const std::string& what);
   std::int32_t flush_exchange(QueuedExchange& q);
   void forward_pass(int mb, int chunk);
   // A backward: whole, or a zero-bubble schedule's B (Input: the input gradients, sent to the
@@ -93,7 +96,13 @@ class StageBuilder {
   bool hooks_run(bool last_of_chunk) const;
   void end_gradient_pass(std::int32_t last, bool hooks, bool last_of_step);
   void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes);
-  std::int32_t expert_all_to_alls(std::int32_t after, int count, const std::string& what);
+  std::int32_t expert_all_to_alls(std::int32_t after, std::initializer_list<Exchange> exchanges,
+                                  const std::string& what);
+  // Exchanges that run as one on `stream`, after `after`: the all-to-all dispatcher's
+  // all-to-all, or the flex dispatcher's network and NVLink halves (the op returned is the one
+  // to wait for; the other half is waited for by the next compute).
+  std::int32_t expert_traffic(std::int32_t after, std::initializer_list<Exchange> exchanges,
+                              Stream stream, const std::string& name);
   // Context parallelism around an attention block's pass: the key/value exchange before it
   // (returns the op its compute must wait for, or -1), and after it (the dK/dV reduction of a
   // backward; the wait for an overlapped exchange).
@@ -163,7 +172,13 @@ class StageBuilder {
   Bytes logits_saved_ = 0;
   std::vector<Bytes> loss_forward_temporaries_, loss_backward_temporaries_;
   Bytes tp_activation_bytes_ = 0, p2p_bytes_ = 0;
-  Bytes ep_all_to_all_bytes_ = 0;  // one token dispatch (or combine) of an MoE layer, per rank
+  // Expert parallelism: one token dispatch (or combine) of an MoE layer per rank, as the
+  // all-to-all dispatcher's all-to-all; or, with the flex dispatcher, the bytes of its network
+  // and NVLink all-to-alls per byte of element width (0: that half is absent).
+  bool expert_exchanges_ = false;
+  bool flex_ = false;
+  Bytes ep_all_to_all_bytes_ = 0;
+  double ep_rail_per_byte_ = 0, ep_node_per_byte_ = 0;
   Bytes moe_tp_activation_bytes_ = 0;  // an MoE block's TP collective
   Bytes mtp_activations_ = 0;  // what an MTP module's own ops save for backward (not its layer's)
   // The TP collective's buffer after a block of unit `u`.

@@ -29,12 +29,13 @@ namespace zerosim::plan_detail {
 // stage (BackSendPrev, BackRecvNext) and its gradients to the next (BackSendNext, BackRecvPrev),
 // on groups of their own, so that each group carries one chunk's transfers of one direction in
 // micro-batch order. Mirror: DualPipe's stages s and pp - 1 - s, whose two copies of the same
-// layers sum their gradients.
+// layers sum their gradients. EpNode and EpRail split an Ep group for the flex dispatcher: its
+// ranks on one node, and its ranks at the same place on each of its nodes (one per node).
 enum class Peer : std::uint8_t {
   Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica, Ep, Edp, Cp,
-  BackSendPrev, BackRecvNext, BackSendNext, BackRecvPrev, Mirror
+  BackSendPrev, BackRecvNext, BackSendNext, BackRecvPrev, Mirror, EpNode, EpRail
 };
-inline constexpr int kNumPeers = 16;
+inline constexpr int kNumPeers = 18;
 
 // Collectives are matched across ranks by (group, instance).
 struct TemplateOp {

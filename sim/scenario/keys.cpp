@@ -421,6 +421,12 @@ void add_training_keys(std::vector<KeySpec>& t) {
                   .in_cases("training.moe_load_imbalance"));
 }
 
+// A key that only MoE models use: left out of the echo of a dense model's scenario.
+KeySpec moe_only(KeySpec k) {
+  k.echo = [echo = k.echo](const Scenario& s) { return s.model.is_moe() ? echo(s) : json(); };
+  return k;
+}
+
 void add_parallel_keys(std::vector<KeySpec>& t) {
   t.push_back(int_key("parallel.tp", 1, 1, kMaxDegree, "tensor-parallel degree", FIELD(parallel.tp))
                   .flag("tp", "tensor-parallel degree (sets parallel.tp)")
@@ -533,6 +539,26 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "virtual_stages > 1)",
                        FIELD(parallel.overlap_moe_expert_parallel_comm))
                   .in_cases("parallel.overlap_moe_expert_parallel_comm"));
+  t.push_back(moe_only(enum_key(
+                       "parallel.moe_token_dispatcher_type", "alltoall", kMoeDispatcherNames,
+                       "Megatron-core --moe-token-dispatcher-type: alltoall (every token once "
+                       "per expert, NCCL all-to-all), flex (DeepEP: once per node over the "
+                       "network, forwarded once per rank over NVLink; needs framework megatron "
+                       "and expert TP 1), allgather (simulated as alltoall)",
+                       FIELD(parallel.moe_token_dispatcher_type))
+                  .in_cases("parallel.moe_token_dispatcher_type")));
+  t.push_back(moe_only(enum_key("parallel.moe_dispatch_fwd_dtype", "bf16", kWireDtypeNames,
+                       "Megatron-core --moe-dispatch-fwd-dtype: the flex dispatcher's forward "
+                       "dispatch on the wire, bf16 or mxfp8 (DeepSeek-V3's FP8 dispatch moves "
+                       "the same bytes)",
+                       FIELD(parallel.moe_dispatch_fwd_dtype))
+                  .in_cases("parallel.moe_dispatch_fwd_dtype")));
+  t.push_back(moe_only(enum_key("parallel.moe_combine_bwd_dtype", "bf16", kWireDtypeNames,
+                       "Megatron-core --moe-combine-bwd-dtype: the flex dispatcher's combine "
+                       "backward (the output gradients sent to the experts) on the wire, bf16 "
+                       "or mxfp8",
+                       FIELD(parallel.moe_combine_bwd_dtype))
+                  .in_cases("parallel.moe_combine_bwd_dtype")));
   KeySpec fp32_grads = bool_key("parallel.grad_reduce_in_fp32", nullptr,
                                 "Megatron-core's DDP grad_reduce_in_fp32: gradients accumulated "
                                 "and reduced in fp32 (default: true with bf16 or fp8, as "

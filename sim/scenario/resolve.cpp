@@ -7,6 +7,7 @@
 #include "sim/core/error.h"
 #include "sim/input/json_input.h"
 #include "sim/scenario/keys.h"
+#include "sim/scenario/expert_layout.h"
 #include "sim/scenario/pipeline_split.h"
 
 namespace zerosim {
@@ -76,6 +77,38 @@ void context_parallel_rules(const Scenario& s) {
 
 // Expert parallelism: what it needs, and the combinations not simulated yet (refused, never
 // approximated).
+// Megatron-core's token dispatchers. Its flex dispatcher needs Megatron-core; the wire dtypes are
+// the flex dispatcher's (Megatron-core asserts it, for its ncclep backend).
+void dispatcher_rules(Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const char* key = "parallel.moe_token_dispatcher_type";
+  for (const char* dtype : {"parallel.moe_dispatch_fwd_dtype", "parallel.moe_combine_bwd_dtype"}) {
+    const WireDtype d = std::string(dtype) == "parallel.moe_dispatch_fwd_dtype"
+                            ? p.moe_dispatch_fwd_dtype
+                            : p.moe_combine_bwd_dtype;
+    if (d != WireDtype::Bf16 && p.moe_token_dispatcher_type != MoeDispatcher::Flex)
+      throw InputError(dtype, "sets the flex dispatcher's wire dtype: needs " + std::string(key) +
+                                  " flex; allowed otherwise: bf16");
+  }
+  if (p.moe_token_dispatcher_type == MoeDispatcher::AllGather) {
+    s.warnings.push_back({key, "allgather is simulated as alltoall (each rank's tokens sent to "
+                               "its experts' ranks; the all-gather dispatcher gathers every "
+                               "rank's tokens)"});
+  }
+  if (p.moe_token_dispatcher_type != MoeDispatcher::Flex) return;
+  if (p.framework != Framework::Megatron)
+    throw InputError(key, "flex is Megatron-core's DeepEP dispatcher: needs parallel.framework "
+                          "megatron; allowed otherwise: alltoall");
+  if (s.expert_tp() != 1) {
+    s.warnings.push_back({key, "flex with the experts split by TP (expert TP " +
+                                   std::to_string(s.expert_tp()) + ") is simulated as alltoall; "
+                                   "it is simulated with parallel.etp 1 (or tp 1)"});
+  } else if (!ep_node_split(s)) {
+    s.warnings.push_back({key, "flex with expert-parallel groups that hold different numbers of "
+                               "ranks on their nodes is simulated as alltoall"});
+  }
+}
+
 void expert_parallel_rules(Scenario& s) {
   ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
@@ -124,6 +157,7 @@ void expert_parallel_rules(Scenario& s) {
   if (p.overlap_param_gather)
     throw InputError("parallel.ep", "expert parallelism with overlap_param_gather is not "
                                     "simulated yet; use ep 1 or overlap_param_gather false");
+  dispatcher_rules(s);
 }
 
 void parallel_rules(Scenario& s, const Given& given) {

@@ -41,6 +41,17 @@ enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe
 // all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses) and
 // a2a+p2p are not simulated yet.
 enum class CpCommType { P2p, AllGather, A2a, A2aP2p };
+// How an MoE layer's tokens reach their experts' ranks (Megatron-core's
+// moe_token_dispatcher_type): alltoall, every (token, expert) pair over an NCCL all-to-all of the
+// EP group; flex, DeepEP's kernels: each token once per node its experts are on over the network,
+// then once per rank over NVLink (Megatron-core's flex dispatcher); allgather (Megatron-core's
+// default) is simulated as alltoall.
+enum class MoeDispatcher { AllToAll, AllGather, Flex };
+// The wire dtype of the flex dispatcher's dispatch (and of the combine's backward): bf16, or
+// MXFP8 (one byte per element and one scale byte per 32; Megatron-core's moe_dispatch_fwd_dtype
+// and moe_combine_bwd_dtype; DeepSeek-V3's FP8 dispatch, 1 x 128 tiles with an fp32 scale each,
+// moves the same bytes).
+enum class WireDtype { Bf16, Mxfp8 };
 // The dtype gradients are reduced in: the framework's own, or DeepSpeed's communication_data_type.
 enum class CommDtype { Default, Fp16, Bf16, Fp32 };
 
@@ -59,6 +70,15 @@ inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
     {PipelineSchedule::OneFOneB, "1f1b"}, {PipelineSchedule::GPipe, "gpipe"},
     {PipelineSchedule::Interleaved, "interleaved"}, {PipelineSchedule::ZeroBubble, "zero-bubble"},
     {PipelineSchedule::DualPipe, "dualpipe"}, {PipelineSchedule::DualPipeV, "dualpipev"}};
+inline constexpr EnumName<MoeDispatcher> kMoeDispatcherNames[] = {
+    {MoeDispatcher::AllToAll, "alltoall"}, {MoeDispatcher::AllGather, "allgather"},
+    {MoeDispatcher::Flex, "flex"}};
+inline constexpr EnumName<WireDtype> kWireDtypeNames[] = {{WireDtype::Bf16, "bf16"},
+                                                         {WireDtype::Mxfp8, "mxfp8"}};
+// Bytes per element on the wire: MXFP8's one-byte elements carry a one-byte scale per 32.
+inline double wire_bytes_per_element(WireDtype d) {
+  return d == WireDtype::Mxfp8 ? 33.0 / 32.0 : 2.0;
+}
 inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
     {CommDtype::Default, "default"}, {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"},
     {CommDtype::Fp32, "fp32"}};
@@ -139,6 +159,10 @@ struct ParallelConfig {
   // steady-state forward run beside the next backward so that their MoE all-to-alls hide behind
   // each other's compute (sim/parallel/schedules.h, passes.cpp combined_pass).
   bool overlap_moe_expert_parallel_comm = false;
+  // Megatron-core's moe_token_dispatcher_type, and the flex dispatcher's wire dtypes.
+  MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::AllToAll;
+  WireDtype moe_dispatch_fwd_dtype = WireDtype::Bf16;
+  WireDtype moe_combine_bwd_dtype = WireDtype::Bf16;
   // Megatron's main_grad buffer and its reduction in fp32 (DDP config grad_reduce_in_fp32;
   // Megatron-LM turns it on for bf16 unless --grad-reduce-in-bf16), else in the 16-bit dtype.
   bool grad_reduce_in_fp32 = false;

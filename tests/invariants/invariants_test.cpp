@@ -426,6 +426,46 @@ TEST(invariantsFeatures, DualPipeKeepsTheInvariants) {
   }
 }
 
+// The flex dispatcher's two halves (network on the exchange's stream, NVLink on ep-forward, on
+// groups of their own across two nodes): with and without the combined 1F1B's all-to-all
+// stream, expert TP 1 with and without TP, MXFP8 on the wire, folded and all ranks.
+TEST(invariantsFeatures, FlexDispatcherKeepsTheInvariants) {
+  for (int tp : {1, 2}) {
+    for (bool overlap : {false, true}) {
+      for (const char* ranks : {"folded", "all"}) {
+        json doc = {
+            {"model",
+             {{"num_layers", 2},
+              {"hidden_size", 64},
+              {"num_attention_heads", 4},
+              {"vocab_size", 1000},
+              {"seq_length", 128},
+              {"position", "rotary"},
+              {"moe",
+               {{"num_experts", 16},
+                {"top_k", 4},
+                {"expert_ffn_hidden_size", 64},
+                {"router_num_groups", 4},
+                {"router_group_topk", 2}}}}},
+            {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 16}}},
+            {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 3}}},
+            {"parallel",
+             {{"tp", tp},
+              {"ep", 16},
+              {"etp", 1},
+              {"sequence_parallel", tp > 1},
+              {"framework", "megatron"},
+              {"moe_token_dispatcher_type", "flex"},
+              {"moe_dispatch_fwd_dtype", "mxfp8"},
+              {"overlap_moe_expert_parallel_comm", overlap}}},
+            {"zero", {{"stage", 1}}},
+            {"sim", {{"ranks", ranks}}}};
+        simulate_and_check(doc);
+      }
+    }
+  }
+}
+
 // Random flows between random GPUs of a real topology (4 DGX H100 nodes, rail fat tree, and a
 // 3:1 oversubscribed clos): after every event, each link's load (the sum of its flows' rates) is
 // at most its capacity, time only moves forward, every flow completes exactly once, and each

@@ -299,6 +299,37 @@ TEST(moeModels, InlineEchoReadsBack) {
 }
 
 
+// Group-limited routing as the configs state it: DeepSeek-V3 routes every token within 4 of 8
+// groups (node-limited), DeepSeek-V2 within 3 of 8 (group_limited_greedy), V2-Lite's greedy top-k
+// is not limited. Megatron-core's checks on the two keys are kept.
+TEST(moeModels, GroupLimitedRoutingIsReadAndChecked) {
+  EXPECT_EQ(read_config("deepseek-v3.json").m.moe.router_num_groups, 8);
+  EXPECT_EQ(read_config("deepseek-v3.json").m.moe.router_group_topk, 4);
+  EXPECT_EQ(read_config("deepseek-v2.json").m.moe.router_num_groups, 8);
+  EXPECT_EQ(read_config("deepseek-v2.json").m.moe.router_group_topk, 3);
+  EXPECT_EQ(read_config("deepseek-v2-lite.json").m.moe.router_num_groups, 0);
+  EXPECT_EQ(read_config("mixtral-8x7b-v0.1.json").m.moe.router_num_groups, 0);
+  struct Bad {
+    const char* moe;
+    const char* key;
+  };
+  for (const Bad& b :
+       {Bad{R"({"router_num_groups": 3, "router_group_topk": 1})", "model.moe.router_num_groups"},
+        Bad{R"({"router_num_groups": 4, "router_group_topk": 5})", "model.moe.router_group_topk"},
+        Bad{R"({"router_num_groups": 8, "router_group_topk": 1})", "model.moe.router_group_topk"},
+        Bad{R"({"router_num_groups": 4})", "model.moe.router_group_topk"}}) {
+    nlohmann::json model = nlohmann::json::parse(
+        R"({"preset": "mixtral-8x7b"})");  // 8 experts, top 2
+    model["moe"] = nlohmann::json::parse(b.moe);
+    try {
+      model_from_json(model, "model");
+      ADD_FAILURE() << b.moe << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.key_path(), b.key) << b.moe;
+    }
+  }
+}
+
 // Each MoE preset is the architecture its config.json describes: the same parameters, layers and
 // experts (names, sources and training lengths aside).
 TEST(moeModels, PresetsEqualTheirConfigs) {

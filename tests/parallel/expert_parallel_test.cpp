@@ -16,6 +16,7 @@
 #include "sim/collective/fixed_duration_comm.h"
 #include "sim/cost/work_kernels.h"
 #include "sim/run/simulate.h"
+#include "sim/scenario/expert_layout.h"
 #include "tests/parallel/common.h"
 
 namespace zerosim {
@@ -332,6 +333,98 @@ TEST(expertParallel, CombinedOneFOneBRefusesWhatMegatronRefuses) {
               d["parallel"]["pp"] = 2;
             }),
             k);  // a pipeline without interleaving
+}
+
+// The flex dispatcher (DeepEP) on two nodes of 8 GPUs, EP 16, 16 experts (one per rank), top 4.
+// A token goes over the network once to each other node its experts are on, to the rank at its
+// own place there, which forwards it over NVLink once to each other rank of its node holding one
+// of them. Per rank, micro-batch and exchange of w bytes per element (T = 128 tokens of h = 64):
+//   network: T h w P(node), to the one other node;
+//   NVLink:  2 T h w P(rank) to each of the 7 other ranks of the node (its own tokens and those
+//            that arrived from the other node);
+// P(rank) = 1 - C(15, 4) / C(16, 4) = 1/4; P(node) = 1 - C(8, 4) / C(16, 4), or 1/2 when each
+// token is limited to one of two node groups. The combine and the dispatch's backward are bf16;
+// the dispatch and the combine's backward on the wire in their dtypes (MXFP8: 33/32 bytes).
+json flex_doc(int gas) {
+  json doc = moe_doc(16, {{"stage", 1}}, gas, 16);
+  doc["model"]["moe"]["num_experts"] = 16;
+  doc["model"]["moe"]["top_k"] = 4;
+  doc["model"]["position"] = "rotary";
+  doc["parallel"]["framework"] = "megatron";
+  doc["parallel"]["moe_token_dispatcher_type"] = "flex";
+  return doc;
+}
+
+TEST(expertParallel, FlexDispatcherSendsEachTokenOncePerNodeAndRank) {
+  const double tokens = 128, h = 64, layers = 2, micro_batches = 3;
+  const double rank_hit = 0.25;
+  struct Case {
+    bool node_limited;
+    const char* dtype;
+    double node_hit, wire;
+  };
+  for (const Case& c : {Case{false, "bf16", 1 - 70.0 / 1820, 2.0},
+                        Case{true, "bf16", 0.5, 2.0},
+                        Case{true, "mxfp8", 0.5, 33.0 / 32}}) {
+    json doc = flex_doc(3);
+    if (c.node_limited) {
+      doc["model"]["moe"]["router_num_groups"] = 2;
+      doc["model"]["moe"]["router_group_topk"] = 1;
+    }
+    doc["parallel"]["moe_dispatch_fwd_dtype"] = c.dtype;
+    doc["parallel"]["moe_combine_bwd_dtype"] = c.dtype;
+    doc["sim"] = {{"ranks", "all"}};
+    const Simulation sim = simulate_step(resolve_scenario(doc));
+    const double per_byte = tokens * h * (c.node_hit + 7 * 2 * rank_hit);
+    const double widths = 2 * (c.wire + 2.0);  // forward and backward
+    // Each of the 24 all-to-alls moves whole bytes, in whole-byte shares per peer.
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[3], micro_batches * layers * widths * per_byte,
+                24 * 16)
+        << c.node_limited << " " << c.dtype;
+  }
+}
+
+TEST(expertParallel, FlexDispatcherFoldedStepEqualsTheFullOne) {
+  json doc = flex_doc(2);
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+  expect_folded_equals_all(doc);
+  // Across TP (expert TP 1): EP 16 over TP 2 x DP 8.
+  doc["parallel"]["tp"] = 2;
+  doc["parallel"]["sequence_parallel"] = true;
+  doc["parallel"]["etp"] = 1;
+  expect_folded_equals_all(doc);
+}
+
+TEST(expertParallel, FlexDispatcherRefusalsAndWarnings) {
+  auto key = [](const std::function<void(json&)>& edit) {
+    json doc = flex_doc(1);
+    edit(doc);
+    return input_error_key(doc);
+  };
+  EXPECT_EQ(key([](json&) {}), "(accepted)");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
+            "parallel.moe_token_dispatcher_type");
+  EXPECT_EQ(key([](json& d) {
+              d["parallel"]["moe_token_dispatcher_type"] = "alltoall";
+              d["parallel"]["moe_dispatch_fwd_dtype"] = "mxfp8";
+            }),
+            "parallel.moe_dispatch_fwd_dtype");
+  EXPECT_EQ(key([](json& d) { d["parallel"]["moe_token_dispatcher_type"] = "deepep"; }),
+            "parallel.moe_token_dispatcher_type");
+  // Simulated as alltoall, and said: the all-gather dispatcher; flex with the experts split by TP.
+  json gather = flex_doc(1);
+  gather["parallel"]["moe_token_dispatcher_type"] = "allgather";
+  json split = flex_doc(1);
+  split["parallel"]["tp"] = 2;
+  split["parallel"]["sequence_parallel"] = true;
+  split["parallel"]["ep"] = 8;
+  for (const json& doc : {gather, split}) {
+    const Scenario s = resolve_scenario(doc);
+    EXPECT_FALSE(flex_dispatch(s));
+    ASSERT_EQ(s.warnings.size(), 1u) << doc.dump();
+    EXPECT_EQ(s.warnings[0].key_path, "parallel.moe_token_dispatcher_type");
+  }
+  EXPECT_TRUE(flex_dispatch(resolve_scenario(flex_doc(1))));
 }
 
 }  // namespace
