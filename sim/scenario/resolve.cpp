@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <utility>
 
 #include "sim/core/error.h"
 #include "sim/input/json_input.h"
-#include "sim/scenario/keys.h"
 #include "sim/scenario/expert_layout.h"
+#include "sim/scenario/keys.h"
 #include "sim/scenario/pipeline_split.h"
 
 namespace zerosim {
@@ -75,17 +76,15 @@ void context_parallel_rules(const Scenario& s) {
                                     "simulated yet; use cp 1 or ep 1");
 }
 
-// Expert parallelism: what it needs, and the combinations not simulated yet (refused, never
-// approximated).
 // Megatron-core's token dispatchers. Its flex dispatcher needs Megatron-core; the wire dtypes are
 // the flex dispatcher's (Megatron-core asserts it, for its ncclep backend).
 void dispatcher_rules(Scenario& s) {
   const ParallelConfig& p = s.parallel;
   const char* key = "parallel.moe_token_dispatcher_type";
-  for (const char* dtype : {"parallel.moe_dispatch_fwd_dtype", "parallel.moe_combine_bwd_dtype"}) {
-    const WireDtype d = std::string(dtype) == "parallel.moe_dispatch_fwd_dtype"
-                            ? p.moe_dispatch_fwd_dtype
-                            : p.moe_combine_bwd_dtype;
+  const std::pair<const char*, WireDtype> dtypes[] = {
+      {"parallel.moe_dispatch_fwd_dtype", p.moe_dispatch_fwd_dtype},
+      {"parallel.moe_combine_bwd_dtype", p.moe_combine_bwd_dtype}};
+  for (const auto& [dtype, d] : dtypes) {
     if (d != WireDtype::Bf16 && p.moe_token_dispatcher_type != MoeDispatcher::Flex)
       throw InputError(dtype, "sets the flex dispatcher's wire dtype: needs " + std::string(key) +
                                   " flex; allowed otherwise: bf16");
@@ -109,6 +108,8 @@ void dispatcher_rules(Scenario& s) {
   }
 }
 
+// Expert parallelism: what it needs, and the combinations not simulated yet (refused, never
+// approximated).
 void expert_parallel_rules(Scenario& s) {
   ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
