@@ -345,7 +345,11 @@ nlohmann::json merge_over_preset(const nlohmann::json& preset, const nlohmann::j
     if (key == "preset") continue;
     bool nested = key == "gpu" || key == "host" || key == "sources";
     if (nested && value.is_object() && merged.contains(key) && merged[key].is_object()) {
-      for (const auto& [sub, subvalue] : value.items()) merged[key][sub] = subvalue;
+      // From the user's copy, adding the preset's other keys: the same object, but a scenario's
+      // thousands of citations are copied once instead of inserted one by one.
+      nlohmann::json level = value;
+      for (const auto& [sub, subvalue] : merged[key].items()) level.emplace(sub, subvalue);
+      merged[key] = std::move(level);
     } else {
       merged[key] = value;
     }
@@ -378,13 +382,14 @@ ClusterSpec parse_complete(const nlohmann::json& object, const std::string& key_
     if (!d.is_string()) throw InputError(key_join(key_path, "description"), "expected a string");
     c.description = d.get<std::string>();
   }
-  c.sources = nlohmann::json::object();
   if (object.contains("sources")) {
     const auto& s = object.at("sources");
     if (!s.is_object()) {
       throw InputError(key_join(key_path, "sources"), "expected an object of key -> citation");
     }
-    c.sources = s;
+    c.sources = std::make_shared<const nlohmann::json>(s);
+  } else {
+    c.sources = std::make_shared<const nlohmann::json>(nlohmann::json::object());
   }
   if (std::find(kFabrics.begin(), kFabrics.end(), c.fabric) == kFabrics.end()) {
     throw InputError(key_join(key_path, "fabric"), "unknown fabric '" + c.fabric + "'" +
@@ -532,16 +537,21 @@ ClusterSpec cluster_from_json(const nlohmann::json& value, const std::string& ke
     c.preset = preset;
     // Mark every hardware value that differs from the preset, unless the scenario cited it.
     nlohmann::json base_json = cluster_to_json(parse_complete(base, key_path));
-    nlohmann::json user_sources =
-        value.contains("sources") ? value.at("sources") : nlohmann::json::object();
+    const auto user_cites = [&](const std::string& key) {
+      return value.contains("sources") && value.at("sources").contains(key);
+    };
     resolve_size(value, key_path, c);
     auto before = hardware_values(base_json);
-    for (const auto& [key, now] : hardware_values(cluster_to_json(c))) {
+    ClusterSpec hardware = c;
+    hardware.sources = nullptr;  // only the hardware fields are compared
+    nlohmann::json sources = *c.sources;
+    for (const auto& [key, now] : hardware_values(cluster_to_json(hardware))) {
       auto it = before.find(key);
-      if (it != before.end() && it->second != now && !user_sources.contains(key)) {
-        c.sources[key] = "set by the scenario (preset " + preset + " has " + it->second.dump() + ")";
+      if (it != before.end() && it->second != now && !user_cites(key)) {
+        sources[key] = "set by the scenario (preset " + preset + " has " + it->second.dump() + ")";
       }
     }
+    c.sources = std::make_shared<const nlohmann::json>(std::move(sources));
   }
   if (preset == "inline") resolve_size(value, key_path, c);
   // A domain larger than the job is only as large as the job (GB200 with 16 GPUs: 16).
@@ -559,7 +569,7 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
   j["gpu"] = struct_to_json(c.gpu, gpu_fields());
   j["host"] = struct_to_json(c.host, host_fields());
   for (const auto& f : cluster_fields()) j[f.key] = field_to_json(f, c);
-  j["sources"] = c.sources.is_object() ? c.sources : nlohmann::json::object();
+  j["sources"] = c.sources ? *c.sources : nlohmann::json::object();
   return j;
 }
 

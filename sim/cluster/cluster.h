@@ -2,6 +2,7 @@
 // Cluster description: GPU, node and fabric specs, read from the JSON files in topologies/
 // (compiled into the binary) or from a user's file. Every number in a preset carries a source.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,9 @@ struct ClusterSpec {
   double pcie_bandwidth = 0;        // bytes/s per GPU per direction
 
   std::string nccl_version;         // the NCCL the published runs on this system used
-  nlohmann::json sources;           // key -> citation, as in the preset file
+  // key -> citation, as in the preset file. Shared and frozen once parsed: a cluster is copied
+  // into every engine and network model, and a scenario may cite a megabyte of sources.
+  std::shared_ptr<const nlohmann::json> sources;
 
   int num_gpus() const { return nodes * gpus_per_node; }
   // Inter-node bandwidth available to one GPU: the node's NICs shared by its GPUs, bytes/s.

@@ -262,11 +262,11 @@ TEST(clusterSpec, UnitParsingOfOverrides) {
   EXPECT_THROW(load({{"preset", "dgx-h100"}, {"nic_bandwidth", 1e10}}), InputError);
   EXPECT_DOUBLE_EQ(load({{"preset", "dgx-h100"}, {"nic_bandwidth", "1e10B/s"}}).nic_bandwidth, 1e10);
   // Overridden values say so in sources; untouched ones keep the preset's citation.
-  EXPECT_NE(c.sources.at("nic_bandwidth").get<std::string>().find("set by the scenario"),
+  EXPECT_NE(c.sources->at("nic_bandwidth").get<std::string>().find("set by the scenario"),
             std::string::npos);
-  EXPECT_NE(c.sources.at("gpu.hbm_bandwidth").get<std::string>().find("set by the scenario"),
+  EXPECT_NE(c.sources->at("gpu.hbm_bandwidth").get<std::string>().find("set by the scenario"),
             std::string::npos);
-  EXPECT_EQ(c.sources.at("fabric"), cluster_preset_json("dgx-h100").at("sources").at("fabric"));
+  EXPECT_EQ(c.sources->at("fabric"), cluster_preset_json("dgx-h100").at("sources").at("fabric"));
 }
 
 TEST(clusterSpec, BadInputsNameTheirKeyPath) {
@@ -346,7 +346,7 @@ TEST(clusterSpec, GenerationIsInheritedOverriddenOrRequired) {
   const ClusterSpec moved =
       load({{"preset", "dgx-a100-80gb"}, {"gpu", {{"generation", "hopper"}}}});
   EXPECT_EQ(moved.gpu.generation, GpuGeneration::Hopper);
-  EXPECT_NE(moved.sources.at("gpu.generation").get<std::string>().find("\"ampere\""),
+  EXPECT_NE(moved.sources->at("gpu.generation").get<std::string>().find("\"ampere\""),
             std::string::npos);
 
   json inline_obj = cluster_to_json(load({{"preset", "dgx-h100"}}));

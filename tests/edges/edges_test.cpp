@@ -50,11 +50,15 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+// Sanitizers: the worst shape below (a million citation keys, allocation-bound) took 8.1 s CPU
+// under the asan-ubsan preset (-O1) against 1.9 s in a release build on the development machine,
+// and a CI machine ran it in 30.8 s before the cluster shared its citations instead of copying
+// them: 8 x leaves room for a slower machine while a hang or a quadratic step still fails.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr double kSlowdown = 4;
+constexpr double kSlowdown = 8;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr double kSlowdown = 4;
+constexpr double kSlowdown = 8;
 #else
 constexpr double kSlowdown = 1;
 #endif
@@ -70,7 +74,7 @@ constexpr double kDebugSlowdown = 15;
 #endif
 
 // The bound: an answer or an error within 5 s of CPU time (longer under a sanitizer or
-// unoptimised), 2 GiB. The worst case here takes about 2.8 s in a release build.
+// unoptimised), 2 GiB. The worst case here takes about 1.9 s in a release build.
 constexpr double kSeconds = 5 * kSlowdown * kDebugSlowdown;
 // Killed past this much CPU time (SIGXCPU): a hang, never a slow answer.
 constexpr rlim_t kCpuLimitSeconds = static_cast<rlim_t>(12 * kSeconds);
@@ -789,7 +793,8 @@ TEST(edgesLarge, ReaderStopsAtTheLimitOnEndlessInput) {
 }
 
 // Just under the limit, the worst shape measured (about a million citation keys in the cluster,
-// which the reader copies several times) still resolves within the bound: what the limit is for.
+// parsed, merged over the preset's and echoed in the report) still resolves within the bound:
+// what the limit is for.
 TEST(edgesLarge, WorstShapeJustUnderTheLimitIsBounded) {
   Workdir w;
   const json head = {{"model", tiny_model()},
