@@ -52,10 +52,10 @@ class StageBuilder {
     std::string suffix;
     std::int32_t prev = -1;  // the pass's last compute op (or exchange it must wait for)
     bool gather_params = false;
-    std::vector<ParamGather::Bucket> buckets;
+    std::vector<ParamGather::Bucket> buckets{};
     std::int32_t bucket_gather = -1;
-    bool combined = false;    // in a combined 1F1B step: all-to-alls on their own stream
-    QueuedExchange combine;   // the last MoE layer's combine, issued when the pass goes on
+    bool combined = false;      // in a combined 1F1B step: all-to-alls on their own stream
+    QueuedExchange combine{};   // the last MoE layer's combine, issued when the pass goes on
   };
   struct BackwardPass {
     int mb = 0, chunk = 0;
@@ -64,7 +64,7 @@ class StageBuilder {
     BackwardPart part = BackwardPart::Whole;
     bool hooks = false, half_grads = false, last_of_step = false;
     bool combined = false;
-    QueuedExchange dispatch;  // the last MoE layer's dispatch backward, issued likewise
+    QueuedExchange dispatch{};  // the last MoE layer's dispatch backward, issued likewise
   };
 
   void allocate_states();
