@@ -99,12 +99,28 @@ std::int32_t StageBuilder::flush_exchange(QueuedExchange& q) {
 // again and reduce-scatters their gradients (dK, dV) the same way. all_gather: the keys and
 // values gathered before the attention, waited for, and in backward their gradients
 // reduce-scattered after it. A backward that recomputes the forward exchanges the keys and
-// values once more.
+// values once more. a2a (Ulysses, Transformer Engine's AttnFuncWithCPAndQKVOA2A): all-to-alls on
+// the compute stream, waited for; forward, the queries, keys and values before the attention and
+// its output after it; backward, the output and its gradient before (the saved output is in
+// sequence order) and the gradients of the queries, keys and values after; a backward that
+// recomputes the forward runs the forward's two first.
 std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t prev,
                                                    const std::string& what) {
+  const bool recompute = backward && s_.parallel.recompute == Recompute::Full;
+  if (s_.parallel.cp_comm_type == CpCommType::A2a) {
+    std::int32_t last = prev;
+    const auto all_to_all = [&](Bytes bytes, const std::string& name) {
+      last = e_.collective(Peer::Cp, CollectiveKind::AllToAll, bytes, Stream::Compute,
+                           name + " " + what, {last});
+    };
+    if (!backward || recompute) all_to_all(cp_qkv_bytes_, "cp qkv all_to_all");
+    if (recompute) all_to_all(cp_out_bytes_, "cp out all_to_all");
+    if (backward) all_to_all(2 * cp_out_bytes_, "cp out+dout all_to_all");
+    return last;
+  }
   const bool ring = s_.parallel.cp_comm_type == CpCommType::P2p;
   const Stream stream = ring ? Stream::CpComm : Stream::Compute;
-  const int gathers = backward && s_.parallel.recompute == Recompute::Full ? 2 : 1;
+  const int gathers = recompute ? 2 : 1;
   std::int32_t last = prev;
   for (int i = 0; i < gathers; ++i) {
     last = e_.collective(Peer::Cp, CollectiveKind::AllGather, cp_kv_bytes_, stream,
@@ -119,7 +135,12 @@ std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t p
 
 void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, std::int32_t before,
                                           const std::string& what) {
-  if (s_.parallel.cp_comm_type == CpCommType::P2p) {
+  if (s_.parallel.cp_comm_type == CpCommType::A2a) {
+    e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::AllToAll,
+                               backward ? cp_qkv_bytes_ : cp_out_bytes_, Stream::Compute,
+                               (backward ? "cp dqkv all_to_all " : "cp out all_to_all ") + what,
+                               {compute}));
+  } else if (s_.parallel.cp_comm_type == CpCommType::P2p) {
     e_.host_wait(before);
   } else if (backward) {
     e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::ReduceScatter, cp_kv_bytes_,

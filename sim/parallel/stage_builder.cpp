@@ -164,6 +164,13 @@ Template StageBuilder::build() {
                    : 2.0 * static_cast<double>(std::max<std::int64_t>(1, m.num_kv_heads / tp)) *
                          static_cast<double>(m.head_dim());
     cp_kv_bytes_ = static_cast<Bytes>(2.0 * sb * kv_width * static_cast<double>(cp));
+    // a2a (Ulysses): the all-to-alls trade each rank's tokens of all its heads for all tokens of
+    // 1 / cp of its heads, a buffer of the rank's own size: its queries, keys and values (the
+    // gradients' going back), and its attention output.
+    const double q_width = static_cast<double>(m.qk_width()) / tp;
+    const double o_width = static_cast<double>(m.v_width()) / tp;
+    cp_qkv_bytes_ = static_cast<Bytes>(2.0 * sb * (q_width + kv_width));
+    cp_out_bytes_ = static_cast<Bytes>(2.0 * sb * o_width);
   }
   // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
   // parallelism (Megatron's scatter-gather optimisation does the same without it).

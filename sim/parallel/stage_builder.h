@@ -199,6 +199,8 @@ class StageBuilder {
     return s_.parallel.tp_comm_overlap && te_linears ? block_start : block;
   }
   Bytes cp_kv_bytes_ = 0;  // context parallelism: all cp ranks' keys and values of one layer
+  Bytes cp_qkv_bytes_ = 0;  // a2a: one rank's queries, keys and values of one layer
+  Bytes cp_out_bytes_ = 0;  // a2a: one rank's attention output of one layer
   // A zero-bubble schedule: what a layer block's W needs from its B until it runs, the inputs and
   // output gradients of the block's GEMMs (16-bit); dense and MoE layers' attention and
   // feed-forward blocks.

@@ -446,7 +446,8 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                   .in_cases("parallel.cp"));
   t.push_back(enum_key("parallel.cp_comm_type", "p2p", kCpCommTypeNames,
                        "how context parallelism exchanges keys and values (Megatron "
-                       "--cp-comm-type): p2p (ring attention, overlapped) or all_gather",
+                       "--cp-comm-type): p2p (ring attention, overlapped), all_gather or a2a "
+                       "(Ulysses: all-to-alls that trade tokens for heads)",
                        FIELD(parallel.cp_comm_type))
                   .in_cases("parallel.cp_comm_type"));
   t.push_back(int_key("parallel.ep", 1, 1, kMaxDegree,

@@ -62,9 +62,28 @@ void context_parallel_rules(const Scenario& s) {
                                     "(torchtitan) runs; " + to_string(p.framework) +
                                     " has none (DeepSpeed's sequence parallelism is Ulysses, "
                                     "not simulated); allowed: 1");
-  if (p.cp_comm_type == CpCommType::A2a || p.cp_comm_type == CpCommType::A2aP2p)
-    throw InputError("parallel.cp_comm_type", "a2a (Ulysses) and a2a+p2p are not simulated yet; "
-                                              "allowed: p2p, all_gather");
+  if (p.cp_comm_type == CpCommType::A2aP2p)
+    throw InputError("parallel.cp_comm_type", "a2a+p2p (hierarchical context parallelism) is not "
+                                              "simulated yet; allowed: p2p, all_gather, a2a");
+  if (p.cp_comm_type == CpCommType::A2a) {
+    if (p.framework != Framework::Megatron)
+      throw InputError("parallel.cp_comm_type", "a2a is Megatron-core's (Transformer Engine's "
+                                                "Ulysses attention); " + to_string(p.framework) +
+                                                " has none; allowed: p2p, all_gather");
+    // Transformer Engine's a2a attention asserts that cp divides its rank's query and key heads.
+    const std::int64_t kv_heads = s.model.is_mla() ? s.model.num_attention_heads
+                                                   : s.model.num_kv_heads;
+    for (const std::int64_t heads : {s.model.num_attention_heads, kv_heads}) {
+      const std::int64_t per_rank = std::max<std::int64_t>(1, heads / p.tp);
+      if (per_rank % p.cp != 0)
+        throw InputError("parallel.cp_comm_type",
+                         "a2a splits each rank's attention heads over the cp ranks: cp " +
+                             std::to_string(p.cp) + " must divide the " +
+                             std::to_string(per_rank) + " heads per TP rank (" +
+                             std::to_string(heads) + " over tp " + std::to_string(p.tp) +
+                             "); allowed here: p2p, all_gather");
+    }
+  }
   // Each rank holds two of 2 x cp chunks, one early and one late (load balance under the causal
   // mask).
   if (s.model.seq_length % (2 * p.cp) != 0)

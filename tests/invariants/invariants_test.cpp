@@ -426,6 +426,12 @@ TEST(invariantsFeatures, DualPipeKeepsTheInvariants) {
   }
 }
 
+// Two layers of hidden 64 in 4 heads, rotary positions: small enough to play every rank.
+json tiny_rotary_model() {
+  return {{"num_layers", 2},  {"hidden_size", 64}, {"num_attention_heads", 4},
+          {"vocab_size", 1000}, {"seq_length", 128}, {"position", "rotary"}};
+}
+
 // The flex dispatcher's two halves (network on the exchange's stream, NVLink on ep-forward, on
 // groups of their own across two nodes): with and without the combined 1F1B's all-to-all
 // stream, expert TP 1 with and without TP, MXFP8 on the wire, folded and all ranks.
@@ -433,20 +439,14 @@ TEST(invariantsFeatures, FlexDispatcherKeepsTheInvariants) {
   for (int tp : {1, 2}) {
     for (bool overlap : {false, true}) {
       for (const char* ranks : {"folded", "all"}) {
+        json model = tiny_rotary_model();
+        model["moe"] = {{"num_experts", 16},
+                        {"top_k", 4},
+                        {"expert_ffn_hidden_size", 64},
+                        {"router_num_groups", 4},
+                        {"router_group_topk", 2}};
         json doc = {
-            {"model",
-             {{"num_layers", 2},
-              {"hidden_size", 64},
-              {"num_attention_heads", 4},
-              {"vocab_size", 1000},
-              {"seq_length", 128},
-              {"position", "rotary"},
-              {"moe",
-               {{"num_experts", 16},
-                {"top_k", 4},
-                {"expert_ffn_hidden_size", 64},
-                {"router_num_groups", 4},
-                {"router_group_topk", 2}}}}},
+            {"model", model},
             {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 16}}},
             {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 3}}},
             {"parallel",
@@ -462,6 +462,29 @@ TEST(invariantsFeatures, FlexDispatcherKeepsTheInvariants) {
             {"sim", {{"ranks", ranks}}}};
         simulate_and_check(doc);
       }
+    }
+  }
+}
+
+// Context parallelism's three exchanges (ring, all-gather, Ulysses all-to-all), with and without
+// the recomputed forward, across two nodes.
+TEST(invariantsFeatures, ContextParallelKeepsTheInvariants) {
+  for (const char* comm : {"p2p", "all_gather", "a2a"}) {
+    for (const char* recompute : {"none", "full"}) {
+      json doc = {
+          {"model", tiny_rotary_model()},
+          {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 16}}},
+          {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 3}}},
+          {"parallel",
+           {{"tp", 2},
+            {"pp", 2},
+            {"cp", 2},
+            {"cp_comm_type", comm},
+            {"sequence_parallel", true},
+            {"recompute", recompute},
+            {"framework", "megatron"}}},
+          {"zero", {{"stage", 1}}}};
+      simulate_and_check(doc);
     }
   }
 }

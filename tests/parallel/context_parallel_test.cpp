@@ -5,6 +5,11 @@
 //   forward:  (cp - 1) chunks (the keys and values around the ring),
 //   backward: 2 (cp - 1) chunks (the keys and values again, and their gradients),
 //   plus (cp - 1) more when the backward recomputes the forward.
+// a2a (Ulysses) instead trades each rank's s / cp tokens of all 4 heads for all s tokens of
+// 4 / cp heads: an all-to-all of a buffer of the rank's own size, of which it sends (cp - 1) / cp.
+// Per layer and micro-batch the buffers hold Q, K, V (192 wide) and the output (64) forward, the
+// output and its gradient (128) and dQ, dK, dV (192) backward: 576 values per token, 832 when the
+// backward recomputes the forward.
 #include <gtest/gtest.h>
 
 #include "sim/cost/work_kernels.h"
@@ -38,6 +43,22 @@ TEST(contextParallel, KeyValueBytesPerGpuFollowTheRing) {
                     micro_batches * layers * chunks * (cp - 1) * chunk, 1e-6)
             << comm << " " << recompute << " cp " << cp;
       }
+    }
+  }
+}
+
+TEST(contextParallel, UlyssesAllToAllBytesPerGpu) {
+  const double layers = 2, micro_batches = 3;
+  for (const char* recompute : {"none", "full"}) {
+    for (int cp : {2, 4}) {
+      json doc = cp_doc(8, cp, 3, recompute);
+      doc["parallel"]["cp_comm_type"] = "a2a";
+      const Simulation sim = simulate_step(resolve_scenario(doc));
+      const double width = std::string(recompute) == "full" ? 832 : 576;
+      const double buffers = 2.0 * (128.0 / cp) * width;
+      EXPECT_NEAR(sim.report.comm_bytes_per_gpu[4],
+                  micro_batches * layers * buffers * (cp - 1) / cp, 1e-6)
+          << recompute << " cp " << cp;
     }
   }
 }
@@ -76,12 +97,15 @@ TEST(contextParallel, WorkAndActivationsDivideByCp) {
 // A folded plan times a context-parallel step as the full plan does (the CP pairs stay in a
 // node here, the DP reduction crosses the fabric).
 TEST(contextParallel, FoldedStepEqualsTheFullOne) {
-  json doc = cp_doc(16, 2, 2);
-  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
-  doc["sim"] = {{"ranks", "folded"}};
-  const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
-  doc["sim"]["ranks"] = "all";
-  EXPECT_EQ(folded, simulate_step(resolve_scenario(doc)).report.step_time_s);
+  for (const char* comm : {"p2p", "all_gather", "a2a"}) {
+    json doc = cp_doc(16, 2, 2);
+    doc["parallel"]["cp_comm_type"] = comm;
+    doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+    doc["sim"] = {{"ranks", "folded"}};
+    const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
+    doc["sim"]["ranks"] = "all";
+    EXPECT_EQ(folded, simulate_step(resolve_scenario(doc)).report.step_time_s) << comm;
+  }
 }
 
 TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
@@ -92,7 +116,26 @@ TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
   };
   EXPECT_EQ(with([](json&) {}), "(accepted)");
   EXPECT_EQ(with([](json& d) { d["parallel"]["framework"] = "deepspeed"; }), "parallel.cp");
-  EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a"; }), "parallel.cp_comm_type");
+  EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a"; }), "(accepted)");
+  EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a+p2p"; }),
+            "parallel.cp_comm_type");
+  EXPECT_EQ(with([](json& d) {
+              d["parallel"]["cp_comm_type"] = "a2a";
+              d["parallel"]["framework"] = "fsdp";
+            }),
+            "parallel.cp_comm_type");
+  // Transformer Engine's a2a attention needs cp to divide the 4 heads of a rank (2 with tp 2).
+  EXPECT_EQ(with([](json& d) {
+              d["parallel"]["cp_comm_type"] = "a2a";
+              d["parallel"]["cp"] = 8;
+            }),
+            "parallel.cp_comm_type");
+  EXPECT_EQ(with([](json& d) {
+              d["parallel"]["cp_comm_type"] = "a2a";
+              d["parallel"]["cp"] = 4;
+              d["parallel"]["tp"] = 2;
+            }),
+            "parallel.cp_comm_type");
   EXPECT_EQ(with([](json& d) { d["parallel"]["cp"] = 3; }), "parallel");  // 3 does not divide 8 GPUs
   EXPECT_EQ(with([](json& d) {
               d["model"]["seq_length"] = 102;
