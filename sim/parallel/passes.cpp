@@ -99,11 +99,11 @@ std::int32_t StageBuilder::flush_exchange(QueuedExchange& q) {
 // again and reduce-scatters their gradients (dK, dV) the same way. all_gather: the keys and
 // values gathered before the attention, waited for, and in backward their gradients
 // reduce-scattered after it. A backward that recomputes the forward exchanges the keys and
-// values once more. a2a (Ulysses, Transformer Engine's AttnFuncWithCPAndQKVOA2A): all-to-alls on
-// the compute stream, waited for; forward, the queries, keys and values before the attention and
-// its output after it; backward, the output and its gradient before (the saved output is in
-// sequence order) and the gradients of the queries, keys and values after; a backward that
-// recomputes the forward runs the forward's two first.
+// values once more. a2a (Ulysses: Transformer Engine's AttnFuncWithCPAndQKVOA2A, DeepSpeed's
+// DistributedAttention): all-to-alls on the compute stream, waited for; forward, the queries,
+// keys and values before the attention and its output after it; backward, the output's gradient
+// (with Transformer Engine the output too) before and the gradients of the queries, keys and
+// values after; a backward that recomputes the forward runs the forward's two first.
 std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t prev,
                                                    const std::string& what) {
   const bool recompute = backward && s_.parallel.recompute == Recompute::Full;
@@ -115,7 +115,14 @@ std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t p
     };
     if (!backward || recompute) all_to_all(cp_qkv_bytes_, "cp qkv all_to_all");
     if (recompute) all_to_all(cp_out_bytes_, "cp out all_to_all");
-    if (backward) all_to_all(2 * cp_out_bytes_, "cp out+dout all_to_all");
+    // Transformer Engine saves the output in sequence order and exchanges it again with its
+    // gradient; DeepSpeed's DistributedAttention is autograd over its four all-to-alls, so its
+    // backward exchanges the output's gradient alone.
+    if (backward && s_.parallel.framework == Framework::DeepSpeed) {
+      all_to_all(cp_out_bytes_, "cp dout all_to_all");
+    } else if (backward) {
+      all_to_all(2 * cp_out_bytes_, "cp out+dout all_to_all");
+    }
     return last;
   }
   const bool ring = s_.parallel.cp_comm_type == CpCommType::P2p;

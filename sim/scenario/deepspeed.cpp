@@ -82,8 +82,6 @@ const std::vector<NotSimulated>& top_level_not_simulated() {
       {"hybrid_engine", "the RLHF hybrid engine is not simulated"},
       {"use_data_before_expert_parallelism", "expert parallelism is not simulated yet"},
       {"expert_parallel", "expert parallelism is not simulated yet"},
-      {"sequence_parallel_size", "Ulysses sequence parallelism is not simulated; the step is "
-                                 "simulated without it"},
       {"data_parallel_size", "the data-parallel degree follows the cluster and parallel.tp/pp"},
       {"fp32_allreduce", "a legacy key (before communication_data_type); not simulated"},
       {"seed", "not a DeepSpeed key (DeepSpeed ignores it)"},
@@ -345,6 +343,20 @@ void read_tensor_parallel(const json& section, const std::string& path, Scenario
   }
 }
 
+// sequence_parallel_size: the degree of DeepSpeed's Ulysses sequence parallelism (the sequence
+// data-parallel group ZeRO shards over; DistributedAttention's all-to-alls in the model),
+// simulated as context parallelism with cp_comm_type a2a.
+void read_sequence_parallel(const json& v, const std::string& path, ScenarioDocument& d) {
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1) {
+    throw InputError(path, "expected a positive integer, got " + v.dump());
+  }
+  if (v.get<std::int64_t>() == 1) return;
+  d.implied["parallel.cp"] = {v, path, "DeepSpeed Ulysses' degree simulated as parallel.cp = " +
+                                            v.dump()};
+  d.implied["parallel.cp_comm_type"] = {"a2a", path, "DeepSpeed Ulysses' all-to-alls simulated "
+                                                     "as parallel.cp_comm_type = a2a"};
+}
+
 }  // namespace
 
 void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::string& origin) {
@@ -354,7 +366,7 @@ void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::stri
   std::vector<std::string> known;
   for (const auto& k : top) known.push_back(k.name);
   for (const char* k : {"fp16", "bf16", "bfloat16", "zero_optimization", "activation_checkpointing",
-                        "tensor_parallel"}) {
+                        "tensor_parallel", "sequence_parallel_size"}) {
     known.emplace_back(k);
   }
   for (const auto& k : top_level_not_simulated()) known.emplace_back(k.key);
@@ -400,6 +412,9 @@ void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::stri
   }
   if (auto it = ds.find("zero_optimization"); it != ds.end()) {
     read_zero_section(*it, key_join(root, "zero_optimization"), d);
+  }
+  if (auto it = ds.find("sequence_parallel_size"); it != ds.end() && !it->is_null()) {
+    read_sequence_parallel(*it, key_join(root, "sequence_parallel_size"), d);
   }
 }
 

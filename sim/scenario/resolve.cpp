@@ -53,24 +53,29 @@ using Given = std::function<bool(const std::string&)>;
 // ---- cross-key rules, by section ---------------------------------------------------------------
 
 // tp x pp x cp divides the GPUs, dp is what is left; the layers, heads and FFN split evenly.
-// Context parallelism as Megatron-core runs it (and torchtitan's ring attention under FSDP).
+// Context parallelism as Megatron-core runs it (and torchtitan's ring attention under FSDP), and
+// DeepSpeed's Ulysses sequence parallelism (cp_comm_type a2a).
 void context_parallel_rules(const Scenario& s) {
   const ParallelConfig& p = s.parallel;
   if (p.cp == 1) return;
-  if (p.framework != Framework::Megatron && p.framework != Framework::Fsdp)
-    throw InputError("parallel.cp", "context parallelism is simulated for megatron and fsdp "
-                                    "(torchtitan) runs; " + to_string(p.framework) +
-                                    " has none (DeepSpeed's sequence parallelism is Ulysses, "
-                                    "not simulated); allowed: 1");
+  const bool deepspeed = p.framework == Framework::DeepSpeed;
+  if (p.framework != Framework::Megatron && p.framework != Framework::Fsdp && !deepspeed)
+    throw InputError("parallel.cp", "context parallelism is simulated for megatron, fsdp "
+                                    "(torchtitan) and deepspeed (Ulysses) runs; " +
+                                    to_string(p.framework) + " has none; allowed: 1");
+  if (deepspeed && p.cp_comm_type != CpCommType::A2a)
+    throw InputError("parallel.cp_comm_type", "DeepSpeed's sequence parallelism is Ulysses: "
+                                              "allowed under deepspeed: a2a");
   if (p.cp_comm_type == CpCommType::A2aP2p)
     throw InputError("parallel.cp_comm_type", "a2a+p2p (hierarchical context parallelism) is not "
                                               "simulated yet; allowed: p2p, all_gather, a2a");
   if (p.cp_comm_type == CpCommType::A2a) {
-    if (p.framework != Framework::Megatron)
+    if (p.framework == Framework::Fsdp)
       throw InputError("parallel.cp_comm_type", "a2a is Megatron-core's (Transformer Engine's "
-                                                "Ulysses attention); " + to_string(p.framework) +
-                                                " has none; allowed: p2p, all_gather");
-    // Transformer Engine's a2a attention asserts that cp divides its rank's query and key heads.
+                                                "Ulysses attention) and DeepSpeed's; fsdp "
+                                                "(torchtitan) has none; allowed: p2p, all_gather");
+    // Transformer Engine's a2a attention asserts that cp divides its rank's query and key heads;
+    // DeepSpeed's all-to-all splits them evenly too unless its uneven-heads path runs.
     const std::int64_t kv_heads = s.model.is_mla() ? s.model.num_attention_heads
                                                    : s.model.num_kv_heads;
     for (const std::int64_t heads : {s.model.num_attention_heads, kv_heads}) {
@@ -81,15 +86,24 @@ void context_parallel_rules(const Scenario& s) {
                              std::to_string(p.cp) + " must divide the " +
                              std::to_string(per_rank) + " heads per TP rank (" +
                              std::to_string(heads) + " over tp " + std::to_string(p.tp) +
-                             "); allowed here: p2p, all_gather");
+                             "; uneven splits are not simulated)" +
+                             (deepspeed ? "" : "; allowed here: p2p, all_gather"));
     }
   }
-  // Each rank holds two of 2 x cp chunks, one early and one late (load balance under the causal
-  // mask).
-  if (s.model.seq_length % (2 * p.cp) != 0)
+  if (deepspeed) {
+    // Ulysses splits the sequence into cp contiguous pieces (each rank attends over all of it
+    // for its heads, so the causal mask needs no balancing).
+    if (s.model.seq_length % p.cp != 0)
+      throw InputError("parallel.cp", "cp must divide the sequence length (" +
+                                          std::to_string(s.model.seq_length) + "), got cp " +
+                                          std::to_string(p.cp));
+  } else if (s.model.seq_length % (2 * p.cp) != 0) {
+    // Each rank holds two of 2 x cp chunks, one early and one late (load balance under the
+    // causal mask).
     throw InputError("parallel.cp", "2 x cp must divide the sequence length (" +
                                         std::to_string(s.model.seq_length) + ") into equal "
                                         "chunks, got cp " + std::to_string(p.cp));
+  }
   if (p.ep > 1)
     throw InputError("parallel.cp", "context parallelism with expert parallelism is not "
                                     "simulated yet; use cp 1 or ep 1");

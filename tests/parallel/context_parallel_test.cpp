@@ -47,18 +47,28 @@ TEST(contextParallel, KeyValueBytesPerGpuFollowTheRing) {
   }
 }
 
+// Ulysses under Megatron-core (Transformer Engine) and under DeepSpeed, whose DistributedAttention
+// is autograd over its all-to-alls: its backward exchanges the output's gradient, not the output
+// again: 192 + 64 + 64 + 192 = 512 values per token, 768 when the backward recomputes the forward.
 TEST(contextParallel, UlyssesAllToAllBytesPerGpu) {
+  struct Case {
+    const char* framework;
+    double width, recomputed_width;
+  };
   const double layers = 2, micro_batches = 3;
-  for (const char* recompute : {"none", "full"}) {
-    for (int cp : {2, 4}) {
-      json doc = cp_doc(8, cp, 3, recompute);
-      doc["parallel"]["cp_comm_type"] = "a2a";
-      const Simulation sim = simulate_step(resolve_scenario(doc));
-      const double width = std::string(recompute) == "full" ? 832 : 576;
-      const double buffers = 2.0 * (128.0 / cp) * width;
-      EXPECT_NEAR(sim.report.comm_bytes_per_gpu[4],
-                  micro_batches * layers * buffers * (cp - 1) / cp, 1e-6)
-          << recompute << " cp " << cp;
+  for (const Case& c : {Case{"megatron", 576, 832}, Case{"deepspeed", 512, 768}}) {
+    for (const char* recompute : {"none", "full"}) {
+      for (int cp : {2, 4}) {
+        json doc = cp_doc(8, cp, 3, recompute);
+        doc["parallel"]["framework"] = c.framework;
+        doc["parallel"]["cp_comm_type"] = "a2a";
+        const Simulation sim = simulate_step(resolve_scenario(doc));
+        const double width = std::string(recompute) == "full" ? c.recomputed_width : c.width;
+        const double buffers = 2.0 * (128.0 / cp) * width;
+        EXPECT_NEAR(sim.report.comm_bytes_per_gpu[4],
+                    micro_batches * layers * buffers * (cp - 1) / cp, 1e-6)
+            << c.framework << " " << recompute << " cp " << cp;
+      }
     }
   }
 }
@@ -115,7 +125,24 @@ TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
     return input_error_key(doc);
   };
   EXPECT_EQ(with([](json&) {}), "(accepted)");
-  EXPECT_EQ(with([](json& d) { d["parallel"]["framework"] = "deepspeed"; }), "parallel.cp");
+  // DeepSpeed's is Ulysses: a2a only, on contiguous pieces (cp, not 2 x cp, divides s).
+  EXPECT_EQ(with([](json& d) { d["parallel"]["framework"] = "deepspeed"; }),
+            "parallel.cp_comm_type");
+  EXPECT_EQ(with([](json& d) {
+              d["parallel"]["framework"] = "deepspeed";
+              d["parallel"]["cp_comm_type"] = "a2a";
+              d["model"]["seq_length"] = 126;
+              d["model"]["max_position_embeddings"] = 128;
+            }),
+            "(accepted)");
+  EXPECT_EQ(with([](json& d) {
+              d["parallel"]["framework"] = "deepspeed";
+              d["parallel"]["cp_comm_type"] = "a2a";
+              d["model"]["seq_length"] = 127;
+              d["model"]["max_position_embeddings"] = 128;
+            }),
+            "parallel.cp");
+  EXPECT_EQ(with([](json& d) { d["parallel"]["framework"] = "nanotron"; }), "parallel.cp");
   EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a"; }), "(accepted)");
   EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a+p2p"; }),
             "parallel.cp_comm_type");

@@ -277,5 +277,30 @@ TEST(scenarioDeepSpeedOffload, DeviceAndZeroPlusPlusKeysAreRead) {
             "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio");
 }
 
+// sequence_parallel_size (DeepSpeed's Ulysses degree) becomes context parallelism with the
+// all-to-all exchange, each value reported against the user's key; 1 leaves it off; a scenario
+// that gives parallel.cp itself keeps it.
+TEST(scenarioDeepSpeedUlysses, SequenceParallelSizeIsContextParallelismByAllToAll) {
+  const Scenario s = with_deepspeed(doc_with(), {{"sequence_parallel_size", 2}});
+  EXPECT_EQ(s.parallel.cp, 2);
+  EXPECT_EQ(s.parallel.cp_comm_type, CpCommType::A2a);
+  EXPECT_EQ(s.parallel.dp, 4);
+  int reported = 0;
+  for (const InputWarning& w : s.warnings) {
+    if (w.key_path == "deepspeed(ds.json).sequence_parallel_size") ++reported;
+  }
+  EXPECT_EQ(reported, 2);
+  EXPECT_EQ(with_deepspeed(doc_with(), {{"sequence_parallel_size", 1}}).parallel.cp, 1);
+  json given = doc_with();
+  given["parallel"] = {{"cp", 4}};
+  const Scenario kept = with_deepspeed(given, {{"sequence_parallel_size", 2}});
+  EXPECT_EQ(kept.parallel.cp, 4);
+  EXPECT_EQ(kept.parallel.cp_comm_type, CpCommType::A2a);
+  EXPECT_EQ(error_key([] { with_deepspeed(doc_with(), {{"sequence_parallel_size", 0}}); }),
+            "deepspeed(ds.json).sequence_parallel_size");
+  EXPECT_EQ(error_key([] { with_deepspeed(doc_with(), {{"sequence_parallel_size", "2"}}); }),
+            "deepspeed(ds.json).sequence_parallel_size");
+}
+
 }  // namespace
 }  // namespace zerosim
