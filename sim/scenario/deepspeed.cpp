@@ -52,7 +52,6 @@ const std::vector<NotSimulated>& top_level_not_simulated() {
       {"gradient_allreduce_op", kNumerics},
       {"sparse_gradients", "sparse embedding gradients are not simulated; they are reduced dense"},
       {"disable_allgather", "the parameter all-gather after the step is simulated as usual"},
-      {"seq_parallel_comm_data_type", "Ulysses sequence parallelism is not simulated"},
       {"managed_gradient_accumulation", "gradient accumulation follows the scenario's batch keys"},
       {"amp", "Apex AMP is not simulated; the step runs in the scenario's training.precision"},
       {"torch_autocast", "autocast is not simulated; the step runs in training.precision"},

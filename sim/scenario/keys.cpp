@@ -427,6 +427,14 @@ KeySpec moe_only(KeySpec k) {
   return k;
 }
 
+// A key that only DeepSpeed's sequence parallelism uses: left out of the echo otherwise.
+KeySpec ulysses_only(KeySpec k) {
+  k.echo = [echo = k.echo](const Scenario& s) {
+    return s.parallel.framework == Framework::DeepSpeed && s.parallel.cp > 1 ? echo(s) : json();
+  };
+  return k;
+}
+
 void add_parallel_keys(std::vector<KeySpec>& t) {
   t.push_back(int_key("parallel.tp", 1, 1, kMaxDegree, "tensor-parallel degree", FIELD(parallel.tp))
                   .flag("tp", "tensor-parallel degree (sets parallel.tp)")
@@ -591,6 +599,16 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                        "and nanotron in bf16)",
                        FIELD(zero.communication_dtype))
                   .in_deepspeed("communication_data_type"));
+  // DeepSpeed's engine (runtime/engine.py) replaces communication_data_type by this one when
+  // sequence parallelism is on; its default is fp32 (runtime/constants.py).
+  t.push_back(ulysses_only(enum_key("zero.seq_parallel_communication_data_type", "fp32",
+                                    kSeqCommDtypeNames,
+                                    "dtype gradients are reduced in under DeepSpeed's sequence "
+                                    "parallelism (deepspeed, cp > 1), in place of "
+                                    "communication_data_type (DeepSpeed "
+                                    "seq_parallel_communication_data_type)",
+                                    FIELD(zero.seq_parallel_communication_dtype)))
+                  .in_deepspeed("seq_parallel_communication_data_type"));
   t.push_back(count_key("zero.allgather_bucket_size", 500000000,
                         "elements per parameter all-gather bucket after the step (stages 1, 2)",
                         FIELD(zero.allgather_bucket_size))

@@ -474,6 +474,20 @@ void zero_rules(Scenario& s, const Given& given) {
                           "empty bucket"});
   }
   if (!given("zero.overlap_comm")) z.overlap_comm = z.stage == 3;
+  // DeepSpeed's engine reduces gradients in seq_parallel_communication_data_type whenever
+  // sequence parallelism is on, whatever communication_data_type says (framework_policy.cpp).
+  const bool ulysses = p.framework == Framework::DeepSpeed && p.cp > 1;
+  if (ulysses && given("zero.communication_data_type")) {
+    s.warnings.push_back({"zero.communication_data_type",
+                          std::string("replaced by zero.seq_parallel_communication_data_type (") +
+                              name_of(kSeqCommDtypeNames, z.seq_parallel_communication_dtype) +
+                              "), as DeepSpeed's engine replaces it under sequence parallelism"});
+  }
+  if (!ulysses && given("zero.seq_parallel_communication_data_type")) {
+    s.warnings.push_back({"zero.seq_parallel_communication_data_type",
+                          "no effect: DeepSpeed reads it only under sequence parallelism "
+                          "(framework deepspeed with cp > 1)"});
+  }
   // DeepSpeed's own rules: optimizer offload needs a ZeRO stage (1, 2 or 3); parameter offload
   // exists only in stage 3 (partitioned parameters).
   if (z.offload_optimizer != OffloadDevice::None && z.stage == 0) {

@@ -82,6 +82,9 @@ inline double wire_bytes_per_element(WireDtype d) {
 inline constexpr EnumName<CommDtype> kCommDtypeNames[] = {
     {CommDtype::Default, "default"}, {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"},
     {CommDtype::Fp32, "fp32"}};
+// DeepSpeed's seq_parallel_communication_data_type takes a dtype, not "default".
+inline constexpr EnumName<CommDtype> kSeqCommDtypeNames[] = {
+    {CommDtype::Fp16, "fp16"}, {CommDtype::Bf16, "bf16"}, {CommDtype::Fp32, "fp32"}};
 // The precisions a step can train in: 16-bit, or fp8 as Transformer Engine runs it (the
 // transformer layers' linear GEMMs in FP8; weights, activations, gradients and the attention
 // core, embedding and output layer in bf16).
@@ -192,6 +195,8 @@ struct ZeroConfig {
   bool quantized_gradients = false;
   int mics_shard_size = -1;  // MiCS / FSDP HYBRID_SHARD shard group size; -1: whole DP group
   CommDtype communication_dtype = CommDtype::Default;
+  // What DeepSpeed's engine reduces gradients in instead when sequence parallelism is on.
+  CommDtype seq_parallel_communication_dtype = CommDtype::Fp32;
 };
 
 // Constants fitted on measurements (sim/fitted/fitted_constants.h), exposed so that a run or the

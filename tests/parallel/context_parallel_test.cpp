@@ -73,6 +73,25 @@ TEST(contextParallel, UlyssesAllToAllBytesPerGpu) {
   }
 }
 
+// DeepSpeed's engine reduces gradients in seq_parallel_communication_data_type (fp32 unless set)
+// when sequence parallelism is on, in place of communication_data_type: dp 4 x cp 2 sends what
+// dp 8 sends with the same dtype named as communication_data_type.
+TEST(contextParallel, DeepSpeedUlyssesReducesGradientsInItsOwnDtype) {
+  auto dp_bytes = [](int cp, const json& zero) {
+    json doc = cp_doc(8, cp, 2);
+    doc["parallel"]["framework"] = "deepspeed";
+    doc["parallel"]["cp_comm_type"] = "a2a";
+    doc["zero"].update(zero);
+    return simulate_step(resolve_scenario(doc)).report.comm_bytes_per_gpu[0];
+  };
+  const double fp32 = dp_bytes(1, {{"communication_data_type", "fp32"}});
+  const double bf16 = dp_bytes(1, {{"communication_data_type", "bf16"}});
+  EXPECT_GT(fp32, bf16);
+  EXPECT_DOUBLE_EQ(dp_bytes(2, json::object()), fp32);
+  EXPECT_DOUBLE_EQ(dp_bytes(2, {{"communication_data_type", "bf16"}}), fp32);
+  EXPECT_DOUBLE_EQ(dp_bytes(2, {{"seq_parallel_communication_data_type", "bf16"}}), bf16);
+}
+
 // Gradients are reduced over the dp x cp ranks that hold the same weights: 8 GPUs as dp 4 x
 // cp 2 send what dp 8 sends.
 TEST(contextParallel, GradientsAreReducedOverDpTimesCp) {

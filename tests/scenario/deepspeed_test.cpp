@@ -296,6 +296,22 @@ TEST(scenarioDeepSpeedUlysses, SequenceParallelSizeIsContextParallelismByAllToAl
   const Scenario kept = with_deepspeed(given, {{"sequence_parallel_size", 2}});
   EXPECT_EQ(kept.parallel.cp, 4);
   EXPECT_EQ(kept.parallel.cp_comm_type, CpCommType::A2a);
+  // Its gradient dtype (DeepSpeed lowercases it), which replaces communication_data_type, with
+  // a warning on the key it replaces; without sequence parallelism a warning that it does
+  // nothing.
+  const Scenario typed = with_deepspeed(doc_with(), {{"sequence_parallel_size", 2},
+                                                     {"communication_data_type", "fp16"},
+                                                     {"seq_parallel_communication_data_type", "BF16"}});
+  EXPECT_EQ(typed.zero.seq_parallel_communication_dtype, CommDtype::Bf16);
+  const auto warned = [](const Scenario& sc, const std::string& key) {
+    for (const InputWarning& w : sc.warnings) {
+      if (w.key_path == key) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(warned(typed, "deepspeed(ds.json).communication_data_type"));
+  EXPECT_TRUE(warned(with_deepspeed(doc_with(), {{"seq_parallel_communication_data_type", "fp32"}}),
+                     "deepspeed(ds.json).seq_parallel_communication_data_type"));
   EXPECT_EQ(error_key([] { with_deepspeed(doc_with(), {{"sequence_parallel_size", 0}}); }),
             "deepspeed(ds.json).sequence_parallel_size");
   EXPECT_EQ(error_key([] { with_deepspeed(doc_with(), {{"sequence_parallel_size", "2"}}); }),
