@@ -84,6 +84,7 @@ const std::vector<NotSimulated>& top_level_not_simulated() {
       {"data_parallel_size", "the data-parallel degree follows the cluster and parallel.tp/pp"},
       {"fp32_allreduce", "a legacy key (before communication_data_type); not simulated"},
       {"seed", "not a DeepSpeed key (DeepSpeed ignores it)"},
+      {"disable_python_gc", "the host's Python garbage collection is not simulated"},
   };
   return keys;
 }
@@ -112,8 +113,32 @@ const std::vector<NotSimulated>& zero_not_simulated() {
       {"mics_hierarchical_params_gather", "MiCS gathers are flat"},
       {"override_module_apply", kNumerics},
       {"log_trace_cache_warnings", kLogging},
+      {"enable_sanity_checks", kLogging},
+      {"stage3_allgather_sequential", "parameters are gathered in buckets"},
+      {"leaf_module", "fetches follow zerosim's attention and MLP units"},
+      {"save_muon_momentum_buffer_in_memory", "zerosim steps Adam, not Muon"},
+      {"zenflow", "ZenFlow's asynchronous CPU updates are not simulated; the offloaded step is "
+                  "DeepSpeed's usual one"},
   };
   return keys;
+}
+
+// DeepSpeedZeroConfig's stage-3 fields are declared under their own names with the stage3_
+// names as aliases, and DeepSpeed's config model populates a field by either name
+// (runtime/config_utils.py, allow_population_by_field_name / populate_by_name): the field name
+// -> the alias zerosim's tables use.
+const std::vector<std::pair<const char*, const char*>>& zero_field_aliases() {
+  static const std::vector<std::pair<const char*, const char*>> aliases = {
+      {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+      {"param_persistence_threshold", "stage3_param_persistence_threshold"},
+      {"model_persistence_threshold", "stage3_model_persistence_threshold"},
+      {"max_live_parameters", "stage3_max_live_parameters"},
+      {"max_reuse_distance", "stage3_max_reuse_distance"},
+      {"module_granularity_threshold", "stage3_module_granularity_threshold"},
+      {"use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params"},
+      {"allgather_sequential", "stage3_allgather_sequential"},
+  };
+  return aliases;
 }
 
 // DeepSpeed's legacy zero_optimization switches and the sections they stand for
@@ -292,11 +317,20 @@ void read_zero_section(const json& z, const std::string& zroot, ScenarioDocument
   for (const auto& k : sections) known.push_back(k.name);
   for (const auto& k : zero_not_simulated()) known.emplace_back(k.key);
   for (const auto& k : kLegacyOffload) known.emplace_back(k.key);
+  for (const auto& [field, alias] : zero_field_aliases()) known.emplace_back(field);
   for (auto it = z.begin(); it != z.end(); ++it) {
-    const std::string& key = it.key();
-    const std::string path = key_join(zroot, key);
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      throw InputError(path, "unknown zero_optimization key" + did_you_mean(key, known));
+    const std::string path = key_join(zroot, it.key());
+    if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
+      throw InputError(path, "unknown zero_optimization key" + did_you_mean(it.key(), known));
+    }
+    std::string key = it.key();
+    for (const auto& [field, alias] : zero_field_aliases()) {
+      if (key != field) continue;
+      if (z.contains(alias)) {
+        throw InputError(path, std::string("given twice: ") + field + " is " + alias +
+                                   "'s field name; keep one");
+      }
+      key = alias;
     }
     for (const auto& s : sections) {
       if (s.name == key && !it->is_null()) read_offload(*it, path, d, *s.key);

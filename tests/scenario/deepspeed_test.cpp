@@ -277,6 +277,49 @@ TEST(scenarioDeepSpeedOffload, DeviceAndZeroPlusPlusKeysAreRead) {
             "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio");
 }
 
+// DeepSpeed's config model fills a stage-3 field by its own name or by its stage3_ alias
+// (runtime/config_utils.py, populate by field name): both are read, and naming one twice is an
+// error on the user's key.
+TEST(scenarioDeepSpeedDefaults, Stage3FieldNamesAreTheirAliases) {
+  const Scenario s = with_deepspeed(doc_with(), {{"zero_optimization",
+                                                   {{"stage", 3},
+                                                    {"prefetch_bucket_size", 1234},
+                                                    {"max_live_parameters", 5678}}}});
+  EXPECT_EQ(s.zero.stage3_prefetch_bucket_size, 1234);
+  EXPECT_EQ(s.zero.stage3_max_live_parameters, 5678);
+  EXPECT_EQ(error_key([] {
+              with_deepspeed(doc_with(), {{"zero_optimization",
+                                           {{"stage", 3},
+                                            {"prefetch_bucket_size", 1},
+                                            {"stage3_prefetch_bucket_size", 2}}}});
+            }),
+            "deepspeed(ds.json).zero_optimization.prefetch_bucket_size");
+}
+
+// Keys of recent DeepSpeed configs (DeepSpeedConfig, DeepSpeedZeroConfig) are accepted, each with
+// a warning on its path, never refused as unknown.
+TEST(scenarioDeepSpeedDefaults, RecentKeysAreAcceptedWithAWarning) {
+  const Scenario s = with_deepspeed(
+      doc_with(), {{"disable_python_gc", true},
+                   {"zero_optimization",
+                    {{"stage", 3},
+                     {"enable_sanity_checks", true},
+                     {"stage3_allgather_sequential", true},
+                     {"save_muon_momentum_buffer_in_memory", true},
+                     {"leaf_module", {{"classes", json::array()}}},
+                     {"zenflow", {{"topk_ratio", 0.1}}}}}});
+  for (const char* key : {"disable_python_gc", "zero_optimization.enable_sanity_checks",
+                          "zero_optimization.stage3_allgather_sequential",
+                          "zero_optimization.save_muon_momentum_buffer_in_memory",
+                          "zero_optimization.leaf_module", "zero_optimization.zenflow"}) {
+    bool warned = false;
+    for (const InputWarning& w : s.warnings) {
+      if (w.key_path == std::string("deepspeed(ds.json).") + key) warned = true;
+    }
+    EXPECT_TRUE(warned) << key;
+  }
+}
+
 // sequence_parallel_size (DeepSpeed's Ulysses degree) becomes context parallelism with the
 // all-to-all exchange, each value reported against the user's key; 1 leaves it off; a scenario
 // that gives parallel.cp itself keeps it.
