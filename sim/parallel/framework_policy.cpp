@@ -30,8 +30,7 @@ FrameworkPolicy framework_policy(const Scenario& s, int stage) {
   // (DeepSpeed's communication_data_type casts each bucket before the collective:
   // stage_1_and_2.py gradient_reduction_w_predivide). With sequence parallelism DeepSpeed's
   // engine takes seq_parallel_communication_data_type instead (fp32 unless set).
-  const bool ulysses = s.parallel.framework == Framework::DeepSpeed && s.parallel.cp > 1;
-  switch (ulysses ? s.zero.seq_parallel_communication_dtype : s.zero.communication_dtype) {
+  switch (s.deepspeed_ulysses() ? s.zero.seq_parallel_communication_dtype : s.zero.communication_dtype) {
     case CommDtype::Default: p.grads.reduce_bytes_per_element = p.grads.bytes_per_element; break;
     case CommDtype::Fp16:
     case CommDtype::Bf16: p.grads.reduce_bytes_per_element = 2; break;

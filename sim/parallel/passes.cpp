@@ -118,7 +118,7 @@ std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t p
     // Transformer Engine saves the output in sequence order and exchanges it again with its
     // gradient; DeepSpeed's DistributedAttention is autograd over its four all-to-alls, so its
     // backward exchanges the output's gradient alone.
-    if (backward && s_.parallel.framework == Framework::DeepSpeed) {
+    if (backward && s_.deepspeed_ulysses()) {
       all_to_all(cp_out_bytes_, "cp dout all_to_all");
     } else if (backward) {
       all_to_all(2 * cp_out_bytes_, "cp out+dout all_to_all");

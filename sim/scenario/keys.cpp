@@ -430,7 +430,7 @@ KeySpec moe_only(KeySpec k) {
 // A key that only DeepSpeed's sequence parallelism uses: left out of the echo otherwise.
 KeySpec ulysses_only(KeySpec k) {
   k.echo = [echo = k.echo](const Scenario& s) {
-    return s.parallel.framework == Framework::DeepSpeed && s.parallel.cp > 1 ? echo(s) : json();
+    return s.deepspeed_ulysses() ? echo(s) : json();
   };
   return k;
 }

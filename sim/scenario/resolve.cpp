@@ -476,7 +476,7 @@ void zero_rules(Scenario& s, const Given& given) {
   if (!given("zero.overlap_comm")) z.overlap_comm = z.stage == 3;
   // DeepSpeed's engine reduces gradients in seq_parallel_communication_data_type whenever
   // sequence parallelism is on, whatever communication_data_type says (framework_policy.cpp).
-  const bool ulysses = p.framework == Framework::DeepSpeed && p.cp > 1;
+  const bool ulysses = s.deepspeed_ulysses();
   if (ulysses && given("zero.communication_data_type")) {
     s.warnings.push_back({"zero.communication_data_type",
                           std::string("replaced by zero.seq_parallel_communication_data_type (") +

@@ -281,6 +281,12 @@ struct Scenario {
     return parallel.framework == Framework::Megatron && zero.stage <= 1 &&
            parallel.virtual_stages == 1;
   }
+  // DeepSpeed's sequence parallelism (Ulysses, DistributedAttention): context parallelism under
+  // DeepSpeed, which exchanges by all-to-all and reduces gradients in
+  // seq_parallel_communication_data_type.
+  bool deepspeed_ulysses() const {
+    return parallel.framework == Framework::DeepSpeed && parallel.cp > 1;
+  }
   // Megatron-core's MoE parallel folding with expert TP 1 (parallel.etp 1 under tp > 1, ep a
   // multiple of tp): each expert-parallel group is ep consecutive ranks of the stage's tp x dp
   // grid, i.e. whole TP groups of ep / tp consecutive DP indices, and the experts are not split
