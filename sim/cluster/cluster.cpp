@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <variant>
@@ -544,14 +545,16 @@ ClusterSpec cluster_from_json(const nlohmann::json& value, const std::string& ke
     auto before = hardware_values(base_json);
     ClusterSpec hardware = c;
     hardware.sources = nullptr;  // only the hardware fields are compared
-    nlohmann::json sources = *c.sources;
+    // The citations are copied only when a mark is added; otherwise the parsed ones are shared.
+    std::optional<nlohmann::json> marked;
     for (const auto& [key, now] : hardware_values(cluster_to_json(hardware))) {
       auto it = before.find(key);
       if (it != before.end() && it->second != now && !user_cites(key)) {
-        sources[key] = "set by the scenario (preset " + preset + " has " + it->second.dump() + ")";
+        if (!marked) marked = *c.sources;
+        (*marked)[key] = "set by the scenario (preset " + preset + " has " + it->second.dump() + ")";
       }
     }
-    c.sources = std::make_shared<const nlohmann::json>(std::move(sources));
+    if (marked) c.sources = std::make_shared<const nlohmann::json>(std::move(*marked));
   }
   if (preset == "inline") resolve_size(value, key_path, c);
   // A domain larger than the job is only as large as the job (GB200 with 16 GPUs: 16).
