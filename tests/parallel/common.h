@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -50,6 +51,13 @@ inline std::string input_error_key(const json& doc) {
   return "(accepted)";
 }
 
+// The key path resolve_scenario names for `doc` after `edit`, or "(accepted)": refusal tests
+// state a valid document once and each case as an edit of it.
+inline std::string input_error_key(json doc, const std::function<void(json&)>& edit) {
+  if (edit) edit(doc);
+  return input_error_key(doc);
+}
+
 // Compute ops last a fixed number of microseconds per kind of work, times (rank + 1): rank 1
 // is twice as slow as rank 0, so collectives visibly wait for their last member.
 //   forward:  embedding 1, attention 2, MLP 3, head 4
@@ -84,6 +92,8 @@ class FixedCompute : public ComputeModel {
       case WorkKind::NvmeToDevice:
       case WorkKind::Quantize:
       case WorkKind::HostOverhead:
+      case WorkKind::MtpForward:   // no tiny model has an MTP module
+      case WorkKind::MtpBackward:
         return 1;
     }
     return 0;

@@ -139,9 +139,7 @@ TEST(contextParallel, FoldedStepEqualsTheFullOne) {
 
 TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
   auto with = [](const std::function<void(json&)>& edit) {
-    json doc = cp_doc(8, 2, 1);
-    edit(doc);
-    return input_error_key(doc);
+    return input_error_key(cp_doc(8, 2, 1), edit);
   };
   EXPECT_EQ(with([](json&) {}), "(accepted)");
   // DeepSpeed's is Ulysses: a2a only, on contiguous pieces (cp, not 2 x cp, divides s).

@@ -229,9 +229,7 @@ TEST(expertParallel, ExpertTp1RefusalsAndWarnings) {
 // What is not simulated yet is refused, naming parallel.ep.
 TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
   auto with = [](int ep, const std::function<void(json&)>& edit) {
-    json doc = moe_doc(8, {{"stage", 1}}, 1, ep);
-    edit(doc);
-    return input_error_key(doc);
+    return input_error_key(moe_doc(8, {{"stage", 1}}, 1, ep), edit);
   };
   EXPECT_EQ(with(3, [](json&) {}), "parallel.ep");  // 3 does not divide 4 experts
   EXPECT_EQ(with(2, [](json& d) { d["zero"]["stage"] = 3; }), "parallel.ep");
@@ -320,8 +318,7 @@ TEST(expertParallel, CombinedOneFOneBRefusesWhatMegatronRefuses) {
     json doc = moe_doc(2, {{"stage", 1}}, 2, 2);
     doc["parallel"]["framework"] = "megatron";
     doc["parallel"]["overlap_moe_expert_parallel_comm"] = true;
-    edit(doc);
-    return input_error_key(doc);
+    return input_error_key(doc, edit);
   };
   const std::string k = "parallel.overlap_moe_expert_parallel_comm";
   EXPECT_EQ(key([](json&) {}), "(accepted)");
@@ -397,9 +394,7 @@ TEST(expertParallel, FlexDispatcherFoldedStepEqualsTheFullOne) {
 
 TEST(expertParallel, FlexDispatcherRefusalsAndWarnings) {
   auto key = [](const std::function<void(json&)>& edit) {
-    json doc = flex_doc(1);
-    edit(doc);
-    return input_error_key(doc);
+    return input_error_key(flex_doc(1), edit);
   };
   EXPECT_EQ(key([](json&) {}), "(accepted)");
   EXPECT_EQ(key([](json& d) { d["parallel"]["framework"] = "deepspeed"; }),

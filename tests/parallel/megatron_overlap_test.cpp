@@ -98,13 +98,12 @@ TEST(MegatronOverlap, ParameterGathersOverlapTheNextForward) {
 }
 
 TEST(MegatronOverlap, FlagsNeedMegatronAndTheDistributedOptimizer) {
-  const auto key_of = input_error_key;
   json deepspeed = megatron_doc(true, false);
   deepspeed["parallel"]["framework"] = "deepspeed";
-  EXPECT_EQ(key_of(deepspeed), "parallel.overlap_grad_reduce");
+  EXPECT_EQ(input_error_key(deepspeed), "parallel.overlap_grad_reduce");
   json ddp = megatron_doc(false, true);
   ddp["zero"]["stage"] = 0;
-  EXPECT_EQ(key_of(ddp), "parallel.overlap_param_gather");
+  EXPECT_EQ(input_error_key(ddp), "parallel.overlap_param_gather");
 }
 
 // --tp-comm-overlap: each attention and MLP block's TP reduce-scatter and all-gather (5 + 6 us

@@ -189,17 +189,16 @@ TEST(Offload, OffloadedParametersComeInBeforeEveryGather) {
 }
 
 TEST(Offload, InvalidCombinationsNameTheKey) {
-  const auto key_of = input_error_key;
-  EXPECT_EQ(key_of(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
-  EXPECT_EQ(key_of(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
-  EXPECT_EQ(key_of(offload_doc(8, 2, "none", "none", true)),
+  EXPECT_EQ(input_error_key(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
+  EXPECT_EQ(input_error_key(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
+  EXPECT_EQ(input_error_key(offload_doc(8, 2, "none", "none", true)),
             "zero.offload_optimizer.delayed_param_update");
   json no_nvme = offload_doc(8, 3, "nvme");
   no_nvme["cluster"]["host"] = {{"nvme_bandwidth", 0}};
-  EXPECT_EQ(key_of(no_nvme), "zero.offload_optimizer.device");
+  EXPECT_EQ(input_error_key(no_nvme), "zero.offload_optimizer.device");
   json megatron = offload_doc(8, 1, "cpu");
   megatron["parallel"]["framework"] = "megatron";
-  EXPECT_EQ(key_of(megatron), "zero.offload_optimizer.device");
+  EXPECT_EQ(input_error_key(megatron), "zero.offload_optimizer.device");
 }
 
 }  // namespace

@@ -148,9 +148,7 @@ TEST(parallelPipelineSplit, StagesHoldTheirLayersAndConserveParameters) {
 
 TEST(parallelPipelineSplit, RefusesWhatMegatronRefuses) {
   auto key = [](const Split& c, const std::function<void(json&)>& edit = {}) {
-    json doc = split_doc(c);
-    if (edit) edit(doc);
-    return testing_plan::input_error_key(doc);
+    return testing_plan::input_error_key(split_doc(c), edit);
   };
   const std::string first = "parallel.num_layers_in_first_pipeline_stage";
   const std::string last = "parallel.num_layers_in_last_pipeline_stage";
@@ -238,9 +236,7 @@ TEST(parallelPipelineSplit, LayoutsMegatronRefusesAreRefused) {
   const std::string key = "parallel.pipeline_model_parallel_layout";
   auto refused = [](int layers, int pp, const json& layout,
                     const std::function<void(json&)>& edit = {}) {
-    json doc = layout_doc(layers, pp, layout);
-    if (edit) edit(doc);
-    return testing_plan::input_error_key(doc);
+    return testing_plan::input_error_key(layout_doc(layers, pp, layout), edit);
   };
   EXPECT_EQ(refused(4, 2, "Ett|tL"), key);                   // 3 decoder layers for 4
   EXPECT_EQ(refused(3, 2, "tEt|tL"), key);                   // the embedding not first

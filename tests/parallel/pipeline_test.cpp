@@ -7,6 +7,7 @@
 
 #include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "tests/parallel/common.h"
 
 namespace zerosim {
 namespace {
@@ -229,20 +230,9 @@ TEST(parallelPipeline, DualPipeVHoldsTwoVirtualStagesAndTheEmbeddingOnce) {
   }
 }
 
-// The key path the scenario `doc` edited by `edit` is refused at, or "(accepted)".
-std::string refused_at(json doc, const std::function<void(json&)>& edit) {
-  edit(doc);
-  try {
-    resolve_scenario(doc);
-  } catch (const InputError& e) {
-    return e.key_path();
-  }
-  return "(accepted)";
-}
-
 TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
   auto key = [](const std::function<void(json&)>& edit) {
-    return refused_at(pipeline_doc(4, 8, 2, "dualpipev"), edit);
+    return testing_plan::input_error_key(pipeline_doc(4, 8, 2, "dualpipev"), edit);
   };
   EXPECT_EQ(key([](json&) {}), "(accepted)");
   // Two chunks per stage, V-shaped; at least 2 p micro-batches (dualpipev.py asserts it).
@@ -286,7 +276,7 @@ TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
 
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
   auto key = [](const std::function<void(json&)>& edit) {
-    return refused_at(pipeline_doc(4, 8, 1, "zero-bubble"), edit);
+    return testing_plan::input_error_key(pipeline_doc(4, 8, 1, "zero-bubble"), edit);
   };
   EXPECT_EQ(key([](json&) {}), "(accepted)");
   // DeepSpeed's pipeline engine has no zero-bubble schedule; ZeRO-2/3 are not simulated with it.

@@ -224,16 +224,15 @@ TEST(DeepSpeedStage3, GradientsLargerThanTheBucketAreReducedAlone) {
 }
 
 TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
-  const auto key_of = input_error_key;
-  EXPECT_EQ(key_of(variant_doc({{"stage", 2}, {"zero_quantized_weights", true}})),
+  EXPECT_EQ(input_error_key(variant_doc({{"stage", 2}, {"zero_quantized_weights", true}})),
             "zero.zero_quantized_weights");
-  EXPECT_EQ(key_of(variant_doc({{"zero_hpz_partition_size", 3}})), "zero.zero_hpz_partition_size");
-  EXPECT_EQ(key_of(variant_doc({{"mics_shard_size", 5}})), "zero.mics_shard_size");
-  EXPECT_EQ(key_of(variant_doc({{"mics_shard_size", 8}, {"zero_hpz_partition_size", 8}})),
+  EXPECT_EQ(input_error_key(variant_doc({{"zero_hpz_partition_size", 3}})), "zero.zero_hpz_partition_size");
+  EXPECT_EQ(input_error_key(variant_doc({{"mics_shard_size", 5}})), "zero.mics_shard_size");
+  EXPECT_EQ(input_error_key(variant_doc({{"mics_shard_size", 8}, {"zero_hpz_partition_size", 8}})),
             "zero.mics_shard_size");
-  EXPECT_EQ(key_of(variant_doc({{"zero_quantized_gradients", true}, {"zero_hpz_partition_size", 4}})),
+  EXPECT_EQ(input_error_key(variant_doc({{"zero_quantized_gradients", true}, {"zero_hpz_partition_size", 4}})),
             "zero.zero_hpz_partition_size");
-  EXPECT_EQ(key_of(variant_doc({{"stage", 2}, {"stage3_implementation", "per-parameter"}})),
+  EXPECT_EQ(input_error_key(variant_doc({{"stage", 2}, {"stage3_implementation", "per-parameter"}})),
             "zero.stage3_implementation");
 }
 
