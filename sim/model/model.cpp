@@ -492,7 +492,7 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
                                                  bool moe_layer, std::int64_t cp,
                                                  std::int64_t expert_tp,
                                                  RecomputeModules modules,
-                                                 bool fp8_linear_inputs) {
+                                                 bool fp8_linear_inputs, LayerSaves saves) {
   check_parallel(m, micro_batch, tp);
   const double in = fp8_linear_inputs ? 1.0 : 2.0;  // bytes per element of a linear's saved input
   // Without selective recomputation no module is replayed; Megatron's selective default is the
@@ -538,15 +538,17 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
   }
 
   // The norm inputs (2 each), the QKV and first-linear inputs (`in` each: the norms' outputs,
-  // which the layernorm module recomputes), two dropout masks (1).
+  // which the layernorm module recomputes), two dropout masks (1) where the layer has them.
   const bool moe = moe_layer && m.is_moe();
   for (int n = 0; n < m.layer_norms; ++n) replicated(2.0 * sbh);
   if (!modules.layernorm) {
     replicated(in * sbh);
     replicated(in * sbh);
   }
-  replicated(sbh);
-  replicated(sbh);
+  if (saves.dropout_masks) {
+    replicated(sbh);
+    replicated(sbh);
+  }
   // The MLP's intermediates, 2 bytes per element of its width each: GeLU 2 of them, ReLU 1,
   // gated 3 (above). An MoE layer, by the same rules: each token's top_k expert intermediates
   // and the shared experts'; not split by TP (Megatron's experts see every token of the TP
@@ -567,6 +569,7 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
   }
   if (!(modules.mlp && !moe)) {
     for (int i = 0; i < intermediates - 1; ++i) split(2.0 * width);
+    if (saves.eager_gated_activation && gated(m)) split(2.0 * width);  // act(gate), for the multiply
     if (moe && modules.moe_act) {
       if (m.moe.shared_ffn_hidden_size > 0)
         split(in * s * b * static_cast<double>(m.moe.shared_ffn_hidden_size));
@@ -602,9 +605,14 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     // Q, K, V, out-projection input (`in`).
     const double sbq = s * b * static_cast<double>(m.q_width());
     const double sbk = s * b * static_cast<double>(kv_width(m));
-    split(2.0 * sbq);
-    split(2.0 * sbk);
-    split(2.0 * sbk);
+    if (saves.mha_qkv_held_whole && kv_width(m) == m.q_width()) {
+      split(2.0 * (sbq + 2.0 * sbk));  // the fused QKV tensor, kept by the query's view
+      split(2.0 * 2.0 * sbk);          // the rotated K and V
+    } else {
+      split(2.0 * sbq);
+      split(2.0 * sbk);
+      split(2.0 * sbk);
+    }
     split(in * sbq);
   }
   if (!modules.core_attn && !flash_attention) {
@@ -620,11 +628,12 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer, std::int64_t cp, std::int64_t expert_tp,
-                                  RecomputeModules modules, bool fp8_linear_inputs) {
+                                  RecomputeModules modules, bool fp8_linear_inputs,
+                                  LayerSaves saves) {
   double sum = 0;
   for (double bytes : activation_tensors_per_layer(m, micro_batch, tp, sequence_parallel, recompute,
                                                    flash_attention, moe_layer, cp, expert_tp,
-                                                   modules, fp8_linear_inputs)) {
+                                                   modules, fp8_linear_inputs, saves)) {
     sum += bytes;
   }
   return sum;

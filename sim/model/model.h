@@ -31,6 +31,21 @@ struct RecomputeModules {
   bool operator==(const RecomputeModules&) const = default;
 };
 
+// What a framework's layer code keeps for backward where it differs from the fused Megatron-core
+// layer that activation_tensors_per_layer counts by default (Korthikanti et al. 2022).
+struct LayerSaves {
+  // Megatron's bias-dropout-add keeps a 1-byte mask per element after the attention and after
+  // the MLP; a layer without dropout modules keeps none.
+  bool dropout_masks = true;
+  // A gated activation written as act(gate) * up in eager PyTorch: the multiply saves act's
+  // output beside the gate and up halves, 2 bytes per ffn element more than a fused kernel.
+  bool eager_gated_activation = false;
+  // Multi-head attention whose query stays a view of the fused, permuted QKV tensor (keeping all
+  // of it alive) while the keys and values are rotated in a new concatenated tensor: K and V are
+  // held twice. Not with GQA, whose query, keys and values are copies of their own.
+  bool mha_qkv_held_whole = false;
+};
+
 std::string to_string(MlpKind k);       // "gelu", "swiglu", "relu", "geglu"
 std::string to_string(Recompute r);
 std::string to_string(NormKind k);      // "layernorm", "rmsnorm"
@@ -305,12 +320,14 @@ double model_flops_per_token(const ModelSpec& m);
 // layernorm_linear.py, grouped_linear.py save the quantized input unless the recipe runs wgrad in
 // higher precision): the QKV and first-linear inputs (the norms' outputs), the output
 // projection's input, the second linear's input (the activation's output), the routed experts'
-// permuted tokens and MLA's normed latents. The sum of activation_tensors_per_layer.
+// permuted tokens and MLA's normed latents. `saves`: where the framework's layer code keeps other
+// tensors than Megatron-core's (LayerSaves). The sum of activation_tensors_per_layer.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer = false, std::int64_t cp = 1,
                                   std::int64_t expert_tp = 0,
-                                  RecomputeModules modules = {}, bool fp8_linear_inputs = false);
+                                  RecomputeModules modules = {}, bool fp8_linear_inputs = false,
+                                  LayerSaves saves = {});
 // The tensors activation_bytes_per_layer counts, one entry per tensor (bytes per GPU): the
 // caching allocator places them one by one (sim/memory/caching_allocator.h).
 std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_t micro_batch,
@@ -319,7 +336,8 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
                                                  bool moe_layer = false, std::int64_t cp = 1,
                                                  std::int64_t expert_tp = 0,
                                                  RecomputeModules modules = {},
-                                                 bool fp8_linear_inputs = false);
+                                                 bool fp8_linear_inputs = false,
+                                                 LayerSaves saves = {});
 
 // Names of the model presets, and the preset itself (throws InputError naming key_path if unknown).
 std::vector<std::string> model_preset_names();

@@ -109,6 +109,8 @@ struct MemoryPolicy {
   // The all-gather of the updated partitions after the step goes through flat copies: the
   // rank's partition and the whole gathered stage, 16 bits each, for the length of the gather.
   bool flat_param_gather = false;
+  // What the framework's layer code saves for backward where it differs from Megatron-core's.
+  LayerSaves layer_saves;
 };
 
 // What the host dispatches in eager PyTorch for one pass over a layer block: every op the

@@ -68,7 +68,7 @@ Template StageBuilder::build() {
                                         s_.parallel.sequence_parallel, r,
                                         s_.training.flash_attention, moe, cp, s_.expert_tp(),
                                         s_.parallel.recompute_modules,
-                                        s_.fp8_linear_inputs_saved());
+                                        s_.fp8_linear_inputs_saved(), policy_.memory.layer_saves);
   };
   layer_tensors_ = tensors(s_.parallel.recompute, false);
   layer_tensors_full_ = tensors(Recompute::None, false);

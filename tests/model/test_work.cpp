@@ -187,6 +187,30 @@ TEST(modelActivations, SwigluAndGqaRecount) {
                    10 * s * h + (expected - 10 * s * h) / 4);
 }
 
+// nanotron's Llama layer (models/llama.py), its saved tensors counted from its autograd: the two
+// TritonRMSNorm inputs and the two column linears' sequence-parallel inputs (2 bytes per element
+// of h each), no dropout; with MHA the permuted QKV tensor (3 h) kept whole by the query's view
+// and the rotated K and V (2 h) in a tensor of their own, with GQA the query (h) and the
+// concatenated K and V (2 kvw) alone; flash-attn's output, which the output projection saves as
+// a view (h); gate_up's output (2 f), SiLU's output and the product, the down projection's input
+// (f each). All split by TP under sequence parallelism.
+TEST(modelActivations, NanotronsLayerSavesWhatItsAutogradSaves) {
+  const LayerSaves nanotron{.dropout_masks = false, .eager_gated_activation = true,
+                            .mha_qkv_held_whole = true};
+  ModelSpec gqa = model_preset("llama3-8b", "model");
+  ModelSpec mha = gqa;
+  mha.num_kv_heads = mha.num_attention_heads;
+  const double s = gqa.seq_length, h = gqa.hidden_size, f = gqa.ffn_hidden_size, k = 8 * 128;
+  for (std::int64_t tp : {1, 4}) {
+    const auto act = [&](const ModelSpec& m) {
+      return activation_bytes_per_layer(m, 2, tp, true, Recompute::None, true, false, 1, 0, {},
+                                        false, nanotron);
+    };
+    EXPECT_DOUBLE_EQ(act(mha), 2 * s * (2 * (2 + 2 + 3 + 2 + 1) * h + 2 * 4 * f) / tp);
+    EXPECT_DOUBLE_EQ(act(gqa), 2 * s * (2 * (2 + 2 + 1 + 1) * h + 2 * 2 * k + 2 * 4 * f) / tp);
+  }
+}
+
 TEST(modelActivations, Fp8LinearsKeepTheirInputsInOneByte) {
   // Transformer Engine under FP8 saves each linear's input quantized (one byte): of Korthikanti
   // et al.'s 34 sbh, the QKV input (2 sbh), the out-projection input (2), the first linear's
