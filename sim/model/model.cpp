@@ -284,7 +284,7 @@ void push_gemms(std::vector<Gemm>& out, const ModelSpec& m, const Block& b, std:
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer,
                              std::int64_t ep, double load_imbalance, std::int64_t cp,
-                             bool eager_ops, std::int64_t expert_tp) {
+                             ElementwiseOps ops, std::int64_t expert_tp) {
   check_parallel(m, micro_batch, tp);
   if (expert_tp == 0) expert_tp = tp;
   if (cp < 1 || m.seq_length % cp != 0)
@@ -359,13 +359,23 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   //   element and write 2 B per query element each     = 4 (kvw + q) B per token
   //   the attention output's transpose(1, 2).contiguous() = 4q B per token
   // (F.layer_norm and F.gelu are single kernels eager or not.)
+  //
+  // nanotron's Llama layer (models/llama.py at huggingface/nanotron 2411b022): TritonRMSNorm and
+  // flash-attn's in-place rotary are fused kernels as counted above, but GLUActivation runs
+  // act(gate) * up eagerly (10 B per FFN element, as torchtitan's), the layer has no dropout (the
+  // residual adds read two and write one, 6 B per element), and CausalSelfAttention copies
+  // Q, K and V: the fused QKV output permuted (MHA) or each of Q, K, V transposed (GQA) into a
+  // contiguous tensor (read + write, 4 (q + 2 kvw) B per token), then K and V concatenated and
+  // permuted again for the rotary (two more copies, 16 kvw B per token).
   const double sbh = b * s * hd;
   const double sbf = b * s * static_cast<double>(f);
   const double a = static_cast<double>(m.num_attention_heads);
+  const bool eager_ops = ops == ElementwiseOps::Eager;
+  const bool nanotron = ops == ElementwiseOps::Nanotron;
   const double norms = static_cast<double>(m.layer_norms);
   const double norm_bytes = eager_ops && m.norm == NormKind::RmsNorm ? 36.0 : 4.0;
-  const double replicated = norm_bytes * norms * sbh + 14.0 * sbh;
-  const double activation = gated(m) ? (eager_ops ? 10.0 : 6.0) : 4.0;
+  const double replicated = norm_bytes * norms * sbh + (nanotron ? 12.0 : 14.0) * sbh;
+  const double activation = gated(m) ? (eager_ops || nanotron ? 10.0 : 6.0) : 4.0;
   double split = activation * sbf;
   // Not split by TP: the MoE block's token permutation and un-permutation (each reads and
   // writes top_k copies of every token: 2 x 2 x 2B x sbh x top_k) and the router's fp32 softmax
@@ -390,6 +400,9 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   if (eager_ops && !m.is_mla()) {
     split += 4.0 * b * s * static_cast<double>(q);
     if (kvw < q) split += 4.0 * b * s * static_cast<double>(kvw + q);
+  }
+  if (nanotron && !m.is_mla()) {
+    split += 4.0 * b * s * static_cast<double>(q + 2 * kvw) + 16.0 * b * s * static_cast<double>(kvw);
   }
   if (!flash_attention) split += 9.0 * a * s * s * b;
   w.elementwise_bytes = ((sequence_parallel ? replicated / t : replicated) + split / t + routed) / c;

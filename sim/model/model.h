@@ -245,6 +245,12 @@ struct Gemm {
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };
 
+// How a framework's layer code runs its elementwise work (layer_forward_work counts the HBM bytes
+// of each kernel): fused kernels (Megatron-core, the Megatron models DeepSpeed trains, torchtitan
+// under torch.compile); torchtitan's model code op by op in eager PyTorch; nanotron's Llama layer
+// (fused norms and rotary, an eager SwiGLU, copies of Q, K and V, no dropout).
+enum class ElementwiseOps { Fused, Eager, Nanotron };
+
 // Work of one transformer layer's forward pass on one GPU of a TP group of size tp.
 struct LayerWork {
   std::vector<Gemm> gemms;          // weight GEMMs with TP-split shapes: attention's, then the MLP's
@@ -259,15 +265,15 @@ struct LayerWork {
 // the share); `load_imbalance` >= 1 scales the share to the busiest expert's. With context
 // parallelism of degree `cp` a rank holds s / cp of each sequence's tokens (Megatron-core's two
 // load-balanced chunks) and computes 1 / cp of its attention core: every GEMM, elementwise and
-// attention term divides by cp. `eager_ops`: the elementwise ops run one PyTorch kernel each,
-// as torchtitan's model code does without torch.compile (model.cpp counts them), not fused.
+// attention term divides by cp. `ops`: how the elementwise work runs (ElementwiseOps; model.cpp
+// counts the kernels of each).
 // `expert_tp` (0: tp) splits the routed experts; 1 under tp > 1 is Megatron-core's MoE parallel
 // folding with expert TP 1: the EP groups span TP, and a rank routes only its own tokens (its
 // 1 / tp of them under sequence parallelism) to whole experts.
 LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                              bool sequence_parallel, bool flash_attention, bool moe_layer = false,
                              std::int64_t ep = 1, double load_imbalance = 1.0,
-                             std::int64_t cp = 1, bool eager_ops = false,
+                             std::int64_t cp = 1, ElementwiseOps ops = ElementwiseOps::Fused,
                              std::int64_t expert_tp = 0);
 
 // torchtitan's op-level selective activation checkpointing (activation_checkpoint.mode

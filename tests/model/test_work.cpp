@@ -102,13 +102,15 @@ TEST(modelFlops, EagerTorchtitanOpsMoveMoreThanFusedKernels) {
   const double tokens = 2.0 * static_cast<double>(m.seq_length);
   const double fused = layer_forward_work(m, 2, 1, false, true).elementwise_bytes;
   const double eager =
-      layer_forward_work(m, 2, 1, false, true, false, 1, 1.0, 1, true).elementwise_bytes;
+      layer_forward_work(m, 2, 1, false, true, false, 1, 1.0, 1, ElementwiseOps::Eager)
+          .elementwise_bytes;
   const double per_token = 2 * 32 * h + 16 * (q + kv) + 4 * f + 4 * (kv + q) + 4 * q;
   EXPECT_DOUBLE_EQ(eager - fused, tokens * per_token);
   // A GPT layer's LayerNorm and GeLU are single kernels eager or not; only the output copy
   // remains (no rotary, no GQA).
   const ModelSpec gpt = model_preset("gpt3-1.3b", "model");
-  EXPECT_DOUBLE_EQ(layer_forward_work(gpt, 1, 1, false, true, false, 1, 1.0, 1, true).elementwise_bytes -
+  EXPECT_DOUBLE_EQ(layer_forward_work(gpt, 1, 1, false, true, false, 1, 1.0, 1, ElementwiseOps::Eager)
+                           .elementwise_bytes -
                        layer_forward_work(gpt, 1, 1, false, true).elementwise_bytes,
                    4.0 * gpt.seq_length * gpt.hidden_size);
 }
@@ -171,6 +173,27 @@ TEST(modelActivations, GeluWithOtherFfnMatchesTranscribedFormula) {
   const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, a = m.num_attention_heads;
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 1, false, Recompute::None, false),
                    s * (18 * h + 4 * f) + 5 * a * s * s);
+}
+
+// nanotron's Llama layer (models/llama.py), counted by hand from its code against fused kernels:
+// SwiGLU as SiLU then a multiply (read gate, write SiLU's output; read it and up, write the
+// product: 10 B per FFN element against 6), Q, K and V made contiguous once (read + write,
+// 4 (q + 2 kv) B per token), K and V concatenated and permuted for the rotary (16 kv), and no
+// dropout masks after the two residual adds (1 B per element each).
+TEST(modelFlops, NanotronsLayerCopiesQkvAndRunsSwigluEagerly) {
+  ModelSpec gqa = model_preset("llama3-8b", "model");
+  ModelSpec mha = gqa;
+  mha.num_kv_heads = mha.num_attention_heads;
+  const double h = gqa.hidden_size, f = gqa.ffn_hidden_size;
+  const double tokens = 2.0 * static_cast<double>(gqa.seq_length);
+  for (const ModelSpec& m : {gqa, mha}) {
+    const double kv = static_cast<double>(m.num_kv_heads) * 128;
+    const double fused = layer_forward_work(m, 2, 1, false, true).elementwise_bytes;
+    const double nanotron =
+        layer_forward_work(m, 2, 1, false, true, false, 1, 1.0, 1, ElementwiseOps::Nanotron)
+            .elementwise_bytes;
+    EXPECT_DOUBLE_EQ(nanotron - fused, tokens * (4 * f + 4 * (h + 2 * kv) + 16 * kv - 2 * h));
+  }
 }
 
 TEST(modelActivations, SwigluAndGqaRecount) {
