@@ -98,6 +98,12 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
     } else if (work.kind == WorkKind::Quantize) {
       // ZeRO++ (de)quantization kernels are memory-bound: their bytes at the HBM rate.
       t = bytes_seconds(static_cast<double>(work.elements)) + c_.kernel_overhead_s;
+    } else if (work.kind == WorkKind::GradAccumulate) {
+      // One add_ per parameter tensor: its bytes at the HBM rate with a launch gap per kernel,
+      // or the host's dispatch of the kernels where that is longer.
+      const double kernels = static_cast<double>(work.host_ops);
+      t = std::max(bytes_seconds(static_cast<double>(work.elements)) + c_.kernel_overhead_s * kernels,
+                   c_.host_op_s * kernels);
     } else if (work.kind == WorkKind::OptimizerStep) {
       t = (s.sim.adam_params_per_s > 0
                ? static_cast<double>(work.elements) / s.sim.adam_params_per_s
@@ -270,7 +276,8 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
     case WorkKind::DeviceToHost:
     case WorkKind::NvmeToDevice:
     case WorkKind::Quantize:
-    case WorkKind::HostOverhead: break;
+    case WorkKind::HostOverhead:
+    case WorkKind::GradAccumulate: break;
   }
   return 0;
 }

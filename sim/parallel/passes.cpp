@@ -371,6 +371,18 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
 void StageBuilder::end_backward(BackwardPass& b) {
   if (b.dispatch.after >= 0) b.prev = flush_exchange(b.dispatch);
   if (b.half_grads) {
+    // The framework folds them into its fp32 buffer (nanotron's FP32GradientAccumulator.backward:
+    // fp32_grad.add_(param.grad) per parameter after loss.backward()): each element's 16-bit
+    // gradient read, the accumulator read and written.
+    std::int64_t params = 0, tensors = 0;
+    for (const Unit& unit : chunks_[b.chunk]) {
+      params += unit.params;
+      tensors += unit.big_tensors + unit.small_tensors;
+    }
+    Work fold{WorkKind::GradAccumulate, (2 + 2 * policy_.grads.bytes_per_element) * params};
+    fold.host_ops = tensors;
+    b.prev = e_.work_op(OpKind::Compute, fold, Stream::Compute, Phase::Backward,
+                        "fp32 grad accumulate" + b.suffix, {b.prev});
     for (const Unit& unit : chunks_[b.chunk]) {
       e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
     }

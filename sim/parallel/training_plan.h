@@ -23,7 +23,10 @@ enum class WorkKind : std::uint8_t {
   // enorm, hnorm, eh_proj [2h -> h] and its final norm (ModelSpec::mtp_num_layers).
   MtpForward, MtpBackward,
   HeadForward, HeadBackward, OptimizerStep, CpuOptimizerStep, HostToDevice, DeviceToHost,
-  NvmeToDevice, Quantize, HostOverhead
+  NvmeToDevice, Quantize, HostOverhead,
+  // A framework's fold of a micro-batch's 16-bit gradients into its own fp32 buffer after the
+  // backward (nanotron's FP32GradientAccumulator): one add_ per parameter tensor.
+  GradAccumulate
 };
 
 // Which share of a layer block's backward a Work stands for: all of it, or, in a schedule that
@@ -42,13 +45,14 @@ inline bool is_layer_backward(WorkKind k) {
 struct Work {
   WorkKind kind = WorkKind::AttentionForward;
   // OptimizerStep, CpuOptimizerStep: parameters updated on this rank; copies: bytes moved;
-  // Quantize: bytes read and written in HBM; HostOverhead: PyTorch ops the host dispatches (a
-  // tensor list's views and copies, one or two per rank).
+  // Quantize, GradAccumulate: bytes read and written in HBM; HostOverhead: PyTorch ops the host
+  // dispatches (a tensor list's views and copies, one or two per rank).
   std::int64_t elements = 0;
   // CpuOptimizerStep: bytes swapped between host memory and NVMe around the step (ZeRO-Infinity).
   std::int64_t nvme_bytes = 0;
   // A layer block's pass: the PyTorch ops the host dispatches for it (recomputation included),
-  // whose dispatch the GPU cannot outrun (framework_policy.h, HostPolicy).
+  // whose dispatch the GPU cannot outrun (framework_policy.h, HostPolicy); GradAccumulate: its
+  // kernels, one per parameter tensor.
   std::int64_t host_ops = 0;
   // A layer block's backward: whole, or its B or W pass.
   BackwardPart part = BackwardPart::Whole;

@@ -31,6 +31,7 @@ const char* work_name(WorkKind k) {
     case WorkKind::NvmeToDevice: return "nvme_to_device";
     case WorkKind::Quantize: return "quantize";
     case WorkKind::HostOverhead: return "host_overhead";
+    case WorkKind::GradAccumulate: return "grad_accumulate";
   }
   return "?";
 }

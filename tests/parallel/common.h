@@ -87,6 +87,9 @@ class FixedCompute : public ComputeModel {
         return 5;
       case WorkKind::CpuOptimizerStep:
         return 20;
+      case WorkKind::MoeForward:  // as before the kinds were named: no tiny model is MoE
+      case WorkKind::MoeBackward:
+        return 0;
       case WorkKind::HostToDevice:
       case WorkKind::DeviceToHost:
       case WorkKind::NvmeToDevice:
@@ -94,6 +97,7 @@ class FixedCompute : public ComputeModel {
       case WorkKind::HostOverhead:
       case WorkKind::MtpForward:   // no tiny model has an MTP module
       case WorkKind::MtpBackward:
+      case WorkKind::GradAccumulate:
         return 1;
     }
     return 0;

@@ -96,5 +96,31 @@ TEST(frameworkPolicy, HybridShardingCombinesReplicasAsEachFrameworkDoes) {
   EXPECT_EQ(policy_of(mics).grads.replicas, ReplicaReduce::None);
 }
 
+// nanotron's FP32GradientAccumulator.backward (optim/gradient_accumulator.py): after each
+// micro-batch's loss.backward(), fp32_grad.add_(param.grad) for every parameter: 2 bytes read,
+// 4 read and 4 written per element, one kernel per tensor. The tiny GPT has 28 tensors (the
+// embedding's 2, each layer's 6 + 6, the final LayerNorm's 2). Megatron accumulates in the
+// wgrad GEMMs (gradient_accumulation_fusion): no pass of its own.
+TEST(frameworkPolicy, NanotronAddsEachMicroBatchsGradientsIntoItsFp32Buffer) {
+  const auto folds = [](const json& doc) {
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    int n = 0;
+    for (const Op& op : tp.plan.ops) {
+      if (op.kind != OpKind::Compute || tp.works[op.work].kind != WorkKind::GradAccumulate) continue;
+      ++n;
+      EXPECT_EQ(tp.works[op.work].elements, 10 * testing_plan::kTinyPhi);
+      EXPECT_EQ(tp.works[op.work].host_ops, 28);
+      EXPECT_EQ(op.stream, Stream::Compute);
+    }
+    return n / tp.plan.num_ranks;
+  };
+  json doc = tiny_doc(2, {{"stage", 1}}, 3);
+  doc["training"]["precision"] = "bf16";
+  doc["parallel"]["framework"] = "nanotron";
+  EXPECT_EQ(folds(doc), 3);
+  doc["parallel"]["framework"] = "megatron";
+  EXPECT_EQ(folds(doc), 0);
+}
+
 }  // namespace
 }  // namespace zerosim::plan_detail
