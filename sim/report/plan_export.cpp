@@ -112,6 +112,10 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
           if (k.elementwise_bytes) o["elementwise_bytes"] = *k.elementwise_bytes * k.passes;
           if (k.attention_flops) o["attention_flops"] = *k.attention_flops;
           if (w.kind == WorkKind::OptimizerStep) o["elements"] = w.elements;
+          // Memory-bound work priced by its HBM bytes: the replay moves as many.
+          if (w.kind == WorkKind::GradAccumulate || w.kind == WorkKind::Quantize) {
+            o["elementwise_bytes"] = static_cast<double>(w.elements);
+          }
         } else if (op.kind == OpKind::Collective) {
           const Collective& c = plan.collectives[op.work];
           o["collective"] = collective_name(c.kind);
