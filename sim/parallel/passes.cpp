@@ -370,7 +370,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
 
 void StageBuilder::end_backward(BackwardPass& b) {
   if (b.dispatch.after >= 0) b.prev = flush_exchange(b.dispatch);
-  if (b.half_grads) {
+  if (b.half_grads && policy_.grads.bytes_per_element > 2) {
     // The framework folds them into its fp32 buffer (nanotron's FP32GradientAccumulator.backward:
     // fp32_grad.add_(param.grad) per parameter after loss.backward()): each element's 16-bit
     // gradient read, the accumulator read and written.
@@ -383,6 +383,8 @@ void StageBuilder::end_backward(BackwardPass& b) {
     fold.host_ops = tensors;
     b.prev = e_.work_op(OpKind::Compute, fold, Stream::Compute, Phase::Backward,
                         "fp32 grad accumulate" + b.suffix, {b.prev});
+  }
+  if (b.half_grads) {
     for (const Unit& unit : chunks_[b.chunk]) {
       e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad 16-bit");
     }

@@ -118,6 +118,10 @@ TEST(frameworkPolicy, NanotronAddsEachMicroBatchsGradientsIntoItsFp32Buffer) {
   doc["training"]["precision"] = "bf16";
   doc["parallel"]["framework"] = "nanotron";
   EXPECT_EQ(folds(doc), 3);
+  // In fp16 nanotron keeps no fp32 accumulator: autograd accumulates into param.grad.
+  doc["training"]["precision"] = "fp16";
+  EXPECT_EQ(folds(doc), 0);
+  doc["training"]["precision"] = "bf16";
   doc["parallel"]["framework"] = "megatron";
   EXPECT_EQ(folds(doc), 0);
 }
