@@ -106,6 +106,9 @@ struct MemoryPolicy {
   // micro-batch's backward has ended (a framework that folds gradients into its own buffer after
   // loss.backward() rather than from per-parameter hooks).
   bool half_grads_until_backward_end = false;
+  // ...and the fold is a pass of its own over them: one add_ per parameter tensor into an fp32
+  // accumulator (nanotron's FP32GradientAccumulator), a GradAccumulate work after the backward.
+  bool fp32_fold_after_backward = false;
   // The all-gather of the updated partitions after the step goes through flat copies: the
   // rank's partition and the whole gathered stage, 16 bits each, for the length of the gather.
   bool flat_param_gather = false;

@@ -38,6 +38,9 @@ FrameworkPolicy nanotron_policy(const Scenario& s, int /*stage*/) {
   // param.grad into the fp32 buffer and sets it to None (_accumulate_grad). (nanotron has no
   // ZeRO-2/3; zerosim's stages 2/3 free each unit's param.grad after its hook instead.)
   m.half_grads_until_backward_end = zs < 2;
+  // In bf16 the fold is fp32_grad.add_(param.grad) per parameter; in fp16 there is no fp32
+  // accumulator and autograd accumulates into param.grad itself.
+  m.fp32_fold_after_backward = m.half_grads_until_backward_end && g.bytes_per_element == 4;
   // ZeRO-1's gather of the updated parameters (optim/zero.py, _all_gather_params) calls
   // nanotron.distributed.all_gather_coalesced, which flattens the input slices and every rank's
   // output slices (_flatten_dense_tensors) before dist.all_gather and copies them back after.

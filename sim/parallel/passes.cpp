@@ -370,7 +370,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
 
 void StageBuilder::end_backward(BackwardPass& b) {
   if (b.dispatch.after >= 0) b.prev = flush_exchange(b.dispatch);
-  if (b.half_grads && policy_.grads.bytes_per_element > 2) {
+  if (b.half_grads && policy_.memory.fp32_fold_after_backward) {
     // The framework folds them into its fp32 buffer (nanotron's FP32GradientAccumulator.backward:
     // fp32_grad.add_(param.grad) per parameter after loss.backward()): each element's 16-bit
     // gradient read, the accumulator read and written.

@@ -9,6 +9,7 @@
 #include "sim/cost/work_kernels.h"
 #include "sim/report/plan_export.h"
 #include "sim/run/simulate.h"
+#include "tests/parallel/common.h"
 
 namespace zerosim {
 namespace {
@@ -126,29 +127,21 @@ BlockTimes block_times(json doc, WorkKind kind) {
 }
 
 // nanotron's fp32 gradient accumulation (optim/gradient_accumulator.py): one add_ per parameter
-// tensor after each micro-batch's backward. On a tiny GPT (h 64, 2 layers: 28 tensors, 172,288
-// parameters) its 1.7 MB take about a microsecond of HBM time, so the host's dispatch of the 28
-// kernels at PyTorch's 6 us per op is the whole time; the export carries the bytes
-// (2 + 4 + 4 per parameter) for the replay to move.
+// tensor after each micro-batch's backward. On the tiny GPT (28 tensors, kTinyPhi parameters)
+// its 1.7 MB take about a microsecond of HBM time, so the host's dispatch of the 28 kernels at
+// PyTorch's 6 us per op is the whole time; the export carries the bytes (2 + 4 + 4 per
+// parameter) for the replay to move.
 TEST(workKernels, NanotronsGradientAccumulationIsPricedAndExported) {
-  const json doc = {{"model",
-                     {{"num_layers", 2},
-                      {"hidden_size", 64},
-                      {"num_attention_heads", 4},
-                      {"vocab_size", 1000},
-                      {"seq_length", 128}}},
-                    {"cluster", {{"preset", "dgx-a100-80gb"}, {"num_gpus", 2}}},
-                    {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 2},
-                                  {"precision", "bf16"}}},
-                    {"parallel", {{"framework", "nanotron"}}},
-                    {"zero", {{"stage", 1}}}};
+  json doc = testing_plan::tiny_doc(2, {{"stage", 1}}, 2);
+  doc["training"]["precision"] = "bf16";
+  doc["parallel"]["framework"] = "nanotron";
   EXPECT_DOUBLE_EQ(work_seconds(doc, WorkKind::GradAccumulate), 28 * 6e-6);
   const Scenario s = resolve_scenario(doc);
   const json plan = export_plan(s, simulate_step(s), 0);
   int folds = 0;
   for (const json& op : plan["ranks"][0]["ops"]) {
     if (op["kind"] != "compute" || op["work"] != "grad_accumulate") continue;
-    EXPECT_EQ(op["elementwise_bytes"].get<double>(), 10.0 * 172288);
+    EXPECT_EQ(op["elementwise_bytes"].get<double>(), 10.0 * testing_plan::kTinyPhi);
     ++folds;
   }
   EXPECT_EQ(folds, 2);  // one per micro-batch
