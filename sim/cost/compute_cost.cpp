@@ -5,6 +5,7 @@
 
 #include "sim/cluster/gpu_generation.h"
 #include "sim/cost/work_kernels.h"
+#include "sim/parallel/framework_policy.h"
 
 namespace zerosim {
 
@@ -77,8 +78,8 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   }
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
   flash_ = flash_attention_efficiency(gpu);
-  layer_ = s.layer_work(false);
-  if (s.model.is_moe()) moe_layer_ = s.layer_work(true);
+  layer_ = layer_work(s, false);
+  if (s.model.is_moe()) moe_layer_ = layer_work(s, true);
   if (!s.whatif.slow_ranks.empty()) {
     slow_rank_.assign(static_cast<std::size_t>(plan.plan.num_ranks), false);
     for (int r : s.whatif.slow_ranks) {

@@ -100,3 +100,14 @@ HostPolicy megatron_gpt_layer_host_ops() {
 }
 
 }  // namespace zerosim::plan_detail
+
+namespace zerosim {
+
+LayerWork layer_work(const Scenario& s, bool moe) {
+  return layer_forward_work(s.model, s.training.micro_batch_size, s.parallel.tp,
+                            s.parallel.sequence_parallel, s.training.flash_attention, moe,
+                            s.parallel.ep, s.training.moe_load_imbalance, s.parallel.cp,
+                            plan_detail::framework_policy(s, 0).layer.elementwise, s.expert_tp());
+}
+
+}  // namespace zerosim

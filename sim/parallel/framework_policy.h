@@ -112,8 +112,14 @@ struct MemoryPolicy {
   // The all-gather of the updated partitions after the step goes through flat copies: the
   // rank's partition and the whole gathered stage, 16 bits each, for the length of the gather.
   bool flat_param_gather = false;
-  // What the framework's layer code saves for backward where it differs from Megatron-core's.
-  LayerSaves layer_saves;
+};
+
+// How the framework's model code runs a transformer layer where it differs from Megatron-core's
+// fused layer: what its autograd saves for backward (the activation memory) and how its
+// elementwise kernels run (their HBM traffic, sim/model/model.cpp layer_forward_work).
+struct LayerCodePolicy {
+  LayerSaves saves;
+  ElementwiseOps elementwise = ElementwiseOps::Fused;
 };
 
 // What the host dispatches in eager PyTorch for one pass over a layer block: every op the
@@ -133,6 +139,7 @@ struct FrameworkPolicy {
   GradientPolicy grads;
   ParameterPolicy params;
   MemoryPolicy memory;
+  LayerCodePolicy layer;
   HostPolicy host;
 };
 
@@ -157,3 +164,12 @@ ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas);
 HostPolicy megatron_gpt_layer_host_ops();
 
 }  // namespace zerosim::plan_detail
+
+namespace zerosim {
+
+// The forward work of one layer of the scenario (at its micro-batch, TP, attention, expert
+// parallelism, routing imbalance and CP) as its framework's layer code runs it: an MoE layer's
+// with `moe`, else a dense layer's.
+LayerWork layer_work(const Scenario& s, bool moe);
+
+}  // namespace zerosim

@@ -32,6 +32,9 @@ FrameworkPolicy fsdp_policy(const Scenario& s, int /*stage*/) {
   // default (optimizer.py, config_manager.py); PyTorch's _multi_tensor_adam takes
   // torch._foreach_sqrt(exp_avg_sqs), an fp32 copy of every second moment of the shard.
   m.step_bytes_per_element = 4;
+  // torchtitan's model code runs op by op in eager PyTorch unless torch.compile fuses its
+  // elementwise ops (training.compile; ElementwiseOps::Eager, counted in layer_forward_work).
+  p.layer.elementwise = s.training.torch_compile ? ElementwiseOps::Fused : ElementwiseOps::Eager;
   return p;
 }
 

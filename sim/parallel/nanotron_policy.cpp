@@ -45,15 +45,18 @@ FrameworkPolicy nanotron_policy(const Scenario& s, int /*stage*/) {
   // nanotron.distributed.all_gather_coalesced, which flattens the input slices and every rank's
   // output slices (_flatten_dense_tensors) before dist.all_gather and copies them back after.
   m.flat_param_gather = true;
-  // The Llama layer (models/llama.py at nanotron 2411b022): no dropout modules; GLUActivation
-  // is act(gate) * up in eager PyTorch, so the multiply saves SiLU's output beside the gate_up
-  // output; with as many key as query heads, QKV is permuted into one contiguous tensor whose
-  // query view the flash rotary rotates in place and flash-attn saves, while K and V are
-  // concatenated into a new tensor for the rotary (CausalSelfAttention.forward,
+  // The Llama layer (models/llama.py at nanotron 2411b022). What it saves: no dropout modules;
+  // GLUActivation is act(gate) * up in eager PyTorch, so the multiply saves SiLU's output beside
+  // the gate_up output; with as many key as query heads, QKV is permuted into one contiguous
+  // tensor whose query view the flash rotary rotates in place and flash-attn saves, while K and V
+  // are concatenated into a new tensor for the rotary (CausalSelfAttention.forward,
   // _forward_training). The norms (TritonRMSNorm) save their input as Megatron's do, the linears
   // their sequence-parallel shard, and the rotary only its cos/sin cache.
-  m.layer_saves = {.dropout_masks = false, .eager_gated_activation = true,
+  p.layer.saves = {.dropout_masks = false, .eager_gated_activation = true,
                    .mha_qkv_held_whole = true};
+  // How its elementwise kernels run: fused norms and rotary, an eager SwiGLU, copies of Q, K and
+  // V, no dropout (ElementwiseOps::Nanotron, counted in layer_forward_work).
+  p.layer.elementwise = ElementwiseOps::Nanotron;
   return p;
 }
 

@@ -68,7 +68,7 @@ Template StageBuilder::build() {
                                         s_.parallel.sequence_parallel, r,
                                         s_.training.flash_attention, moe, cp, s_.expert_tp(),
                                         s_.parallel.recompute_modules,
-                                        s_.fp8_linear_inputs_saved(), policy_.memory.layer_saves);
+                                        s_.fp8_linear_inputs_saved(), policy_.layer.saves);
   };
   layer_tensors_ = tensors(s_.parallel.recompute, false);
   layer_tensors_full_ = tensors(Recompute::None, false);
@@ -92,10 +92,10 @@ Template StageBuilder::build() {
       }
       return static_cast<Bytes>(bytes);
     };
-    const LayerWork dense = s_.layer_work(false);
+    const LayerWork dense = layer_work(s_, false);
     weight_grad_attention_ = held(dense, true);
     weight_grad_mlp_ = held(dense, false);
-    if (m.is_moe()) weight_grad_moe_ = held(s_.layer_work(true), false);
+    if (m.is_moe()) weight_grad_moe_ = held(layer_work(s_, true), false);
   }
   const double sb = s_.micro_batch_tokens();
   // The cross-entropy's logits, vocab-parallel over TP: what the framework's loss saves for

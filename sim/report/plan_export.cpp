@@ -4,6 +4,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/work_kernels.h"
+#include "sim/parallel/framework_policy.h"
 
 namespace zerosim {
 namespace {
@@ -63,8 +64,8 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
     throw InputError("--rank", "must be below the " + std::to_string(plan.num_ranks) +
                                    " ranks of the plan, got " + std::to_string(rank));
   }
-  const LayerWork layer = s.layer_work(false);
-  const LayerWork moe_layer = s.model.is_moe() ? s.layer_work(true) : LayerWork{};
+  const LayerWork layer = layer_work(s, false);
+  const LayerWork moe_layer = s.model.is_moe() ? layer_work(s, true) : LayerWork{};
   json doc;
   doc["format"] = "zerosim-plan/1";
   doc["scenario"] = s.resolved;

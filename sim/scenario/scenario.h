@@ -120,7 +120,7 @@ struct TrainingConfig {
   // torch.compile on the model (torchtitan's training.compile): its elementwise ops run fused.
   // Without it torchtitan's model code runs op by op in eager PyTorch (framework fsdp only;
   // Megatron's and DeepSpeed's layers run fused kernels either way, nanotron's its own mix:
-  // Scenario::elementwise_ops).
+  // LayerCodePolicy in sim/parallel/framework_policy.h).
   bool torch_compile = false;
 };
 
@@ -303,20 +303,6 @@ struct Scenario {
   int ep_dp_span() const { return experts_span_tp() ? parallel.ep / parallel.tp : parallel.ep; }
   int expert_dp() const { return parallel.dp_cp() / ep_dp_span(); }
   int expert_tp() const { return experts_span_tp() ? 1 : parallel.tp; }
-  // How the framework's layer code runs its elementwise work.
-  ElementwiseOps elementwise_ops() const {
-    if (parallel.framework == Framework::Fsdp && !training.torch_compile) return ElementwiseOps::Eager;
-    if (parallel.framework == Framework::Nanotron) return ElementwiseOps::Nanotron;
-    return ElementwiseOps::Fused;
-  }
-  // The forward work of one layer (at this micro-batch, TP, attention, expert parallelism,
-  // routing imbalance and CP): an MoE layer's with `moe`, else a dense layer's.
-  LayerWork layer_work(bool moe) const {
-    return layer_forward_work(model, training.micro_batch_size, parallel.tp,
-                              parallel.sequence_parallel, training.flash_attention, moe,
-                              parallel.ep, training.moe_load_imbalance, parallel.cp,
-                              elementwise_ops(), expert_tp());
-  }
 };
 
 // A scenario document on its way to resolve_scenario, with what was found while it was merged.

@@ -15,6 +15,7 @@
 
 #include "sim/collective/fixed_duration_comm.h"
 #include "sim/cost/work_kernels.h"
+#include "sim/parallel/framework_policy.h"
 #include "sim/run/simulate.h"
 #include "sim/scenario/expert_layout.h"
 #include "tests/parallel/common.h"
@@ -77,7 +78,7 @@ TEST(expertParallel, AllToAllBytesFollowTheTokensAndTheRecomputation) {
 TEST(expertParallel, ExpertGemmsPerRank) {
   const Scenario one = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 1));
   const Scenario two = resolve_scenario(moe_doc(8, {{"stage", 1}}, 1, 2));
-  const LayerWork a = one.layer_work(true), b = two.layer_work(true);
+  const LayerWork a = layer_work(one, true), b = layer_work(two, true);
   for (std::size_t i = a.attention_gemms; i < a.gemms.size(); ++i) {
     if (!a.gemms[i].expert) continue;
     EXPECT_EQ(a.gemms[i].count, 4);
@@ -88,9 +89,11 @@ TEST(expertParallel, ExpertGemmsPerRank) {
   }
   json doc = moe_doc(8, {{"stage", 1}}, 1, 2);
   doc["training"]["moe_load_imbalance"] = 1.5;
-  const LayerWork c = resolve_scenario(doc).layer_work(true);
+  const LayerWork c = layer_work(resolve_scenario(doc), true);
   for (std::size_t i = c.attention_gemms; i < c.gemms.size(); ++i) {
-    if (c.gemms[i].expert) EXPECT_EQ(c.gemms[i].m, 192);
+    if (c.gemms[i].expert) {
+      EXPECT_EQ(c.gemms[i].m, 192);
+    }
   }
 }
 
@@ -187,7 +190,7 @@ TEST(expertParallel, ExpertTp1GemmsAndActivations) {
   split_doc["parallel"]["tp"] = 2;
   split_doc["parallel"]["sequence_parallel"] = true;
   const Scenario split = resolve_scenario(split_doc);
-  const LayerWork a = folded.layer_work(true), b = split.layer_work(true);
+  const LayerWork a = layer_work(folded, true), b = layer_work(split, true);
   double fa = 0, fb = 0;
   for (const Gemm& g : a.gemms) {
     if (!g.expert) continue;

@@ -24,7 +24,7 @@ using json = nlohmann::json;
 
 struct Split {
   int layers, pp, vp;
-  std::optional<int> first, last;
+  std::optional<int> first{}, last{};
   bool embedding = false, loss = false;
 };
 

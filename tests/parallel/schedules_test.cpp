@@ -168,7 +168,9 @@ TEST(schedules, DualPipeVRunsEveryChunkOnceInOrderWithinPpPlusOneActivations) {
         EXPECT_EQ(w_order, b_order);
         for (const auto& [key, i] : b_at) {
           EXPECT_LT(f_at[key], i);
-          if (w_at.count(key)) EXPECT_LT(i, w_at[key]);
+          if (w_at.count(key)) {
+            EXPECT_LT(i, w_at[key]);
+          }
         }
         if (stage == p - 1) {
           for (int j = 0; j < m; ++j) {

@@ -7,6 +7,7 @@
 
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/work_kernels.h"
+#include "sim/parallel/framework_policy.h"
 #include "sim/report/plan_export.h"
 #include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
@@ -191,7 +192,7 @@ TEST(workKernels, Fp8RunsTheLayersLinearsInFp8) {
                              {"parallel", {{"tp", 2}, {"framework", "megatron"}}}});
   };
   const Scenario bf16 = with("bf16", "dgx-h100"), fp8 = with("fp8", "dgx-h100");
-  const LayerWork layer = fp8.layer_work(false);
+  const LayerWork layer = layer_work(fp8, false);
   for (WorkKind k : {WorkKind::AttentionForward, WorkKind::MlpBackward}) {
     const WorkKernels a = work_kernels(k, bf16, layer), b = work_kernels(k, fp8, layer);
     double cast = 0;
@@ -241,7 +242,7 @@ TEST(workKernels, ZeroBubbleSplitMovesKernelsWithoutAddingAny) {
         EXPECT_NEAR(cost.work_seconds(of[1]) + cost.work_seconds(of[2]), whole, 1e-12 * whole)
             << model << " " << recompute << " kind " << static_cast<int>(kind);
         EXPECT_GT(cost.work_seconds(of[2]), 0);
-        const LayerWork layer = s.layer_work(kind == WorkKind::MoeBackward);
+        const LayerWork layer = layer_work(s, kind == WorkKind::MoeBackward);
         std::multiset<std::string> split, all;
         for (BackwardPart part : {BackwardPart::Input, BackwardPart::Weight}) {
           for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer, part))) {
@@ -269,7 +270,7 @@ TEST(workKernels, OpLevelCheckpointReplaysTheUnsavedMatmuls) {
                              {"sim", {{"allow_oom", true}}}});
   };
   const Scenario s = with("selective-op");
-  const LayerWork layer = s.layer_work(false);
+  const LayerWork layer = layer_work(s, false);
   const double t = 4096, h = 4096, f = 14336, kv = 1024;
   const WorkKernels attn = op_checkpoint_recompute(WorkKind::AttentionBackward, s, layer);
   const WorkKernels mlp = op_checkpoint_recompute(WorkKind::MlpBackward, s, layer);
@@ -329,11 +330,12 @@ TEST(workKernels, TorchCompileFusesTorchtitansElementwiseOps) {
                              {"sim", {{"allow_oom", true}}}});
   };
   const Scenario eager = with("fsdp", false), compiled = with("fsdp", true);
-  EXPECT_GT(eager.layer_work(false).elementwise_bytes, compiled.layer_work(false).elementwise_bytes);
+  EXPECT_GT(layer_work(eager, false).elementwise_bytes,
+            layer_work(compiled, false).elementwise_bytes);
   EXPECT_GT(simulate_step(eager).report.step_time_s, simulate_step(compiled).report.step_time_s);
   // Megatron's layers are fused kernels: its step is priced as compiled.
-  EXPECT_EQ(with("megatron", false).layer_work(false).elementwise_bytes,
-            compiled.layer_work(false).elementwise_bytes);
+  EXPECT_EQ(layer_work(with("megatron", false), false).elementwise_bytes,
+            layer_work(compiled, false).elementwise_bytes);
   try {
     with("megatron", true);
     ADD_FAILURE() << "torch_compile with megatron accepted";
