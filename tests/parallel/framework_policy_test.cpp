@@ -126,5 +126,31 @@ TEST(frameworkPolicy, NanotronAddsEachMicroBatchsGradientsIntoItsFp32Buffer) {
   EXPECT_EQ(folds(doc), 0);
 }
 
+// A scenario's layer is priced as its framework's model code runs it (LayerCodePolicy): nanotron's
+// Llama layer moves 4 f + 4 (h + 2 kv) + 16 kv - 2 h bytes per token more than the fused layer
+// (its eager SwiGLU, the Q, K, V copies, no dropout masks; models/llama.py at 2411b022), Megatron
+// and DeepSpeed run the same fused kernels, torchtitan's eager code more unless compiled.
+TEST(frameworkPolicy, EachFrameworksLayerCodeIsPricedAsItRuns) {
+  const auto bytes = [](const std::string& framework, bool compile) {
+    const Scenario s = resolve_scenario(
+        {{"model", "llama3-8b"},
+         {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+         {"training", {{"micro_batch_size", 2}, {"torch_compile", compile}}},
+         {"parallel", {{"framework", framework}}},
+         {"zero", {{"stage", framework == "fsdp" ? 3 : 1}}},
+         {"sim", {{"allow_oom", true}}}});
+    return layer_work(s, false).elementwise_bytes;
+  };
+  const ModelSpec m = model_preset("llama3-8b", "model");
+  const double h = m.hidden_size, f = m.ffn_hidden_size, kv = 8 * 128;
+  const double tokens = 2.0 * static_cast<double>(m.seq_length);
+  const double fused = bytes("deepspeed", false);
+  EXPECT_DOUBLE_EQ(bytes("nanotron", false) - fused,
+                   tokens * (4 * f + 4 * (h + 2 * kv) + 16 * kv - 2 * h));
+  EXPECT_DOUBLE_EQ(bytes("megatron", false), fused);
+  EXPECT_GT(bytes("fsdp", false), fused);
+  EXPECT_DOUBLE_EQ(bytes("fsdp", true), fused);
+}
+
 }  // namespace
 }  // namespace zerosim::plan_detail
