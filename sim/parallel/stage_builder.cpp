@@ -76,6 +76,15 @@ Template StageBuilder::build() {
     moe_layer_tensors_ = tensors(s_.parallel.recompute, true);
     moe_layer_tensors_full_ = tensors(Recompute::None, true);
   }
+  if (s_.parallel.cpu_checkpointing) {
+    // The host holds every layer's checkpoint of the micro-batch in flight (no pipeline stages).
+    for (const auto& chunk : chunks_) {
+      for (const Unit& u : chunk) {
+        if (u.forward != WorkKind::AttentionForward) continue;
+        info_.host_bytes += layer_activations(u.layer, false);
+      }
+    }
+  }
   if (splits_backward(s_)) {
     // W computes each GEMM's weight gradient from the GEMM's input and its output's gradient
     // (both 16-bit, at the shapes the GEMM runs): 16 s b h elements for a GPT layer without

@@ -290,15 +290,20 @@ void read_activation_checkpointing(const json& section, const std::string& path,
                                      "in backward)"};
   const std::vector<NotSimulated> options = {
       {"partition_activations", "activations kept whole on each TP rank, not partitioned"},
-      {"cpu_checkpointing", "checkpointed activations kept on the GPU, not moved to the host"},
       {"contiguous_memory_optimization", "allocator effects are not simulated"},
       {"number_checkpoints", "every layer is a checkpoint"},
       {"synchronize_checkpoint_boundary", kNumerics},
       {"profile", kLogging}};
   for (auto it = section.begin(); it != section.end(); ++it) {
+    if (it.key() == "cpu_checkpointing") {
+      if (!it->is_null()) {
+        set_from(d, *find_key("parallel.cpu_checkpointing"), key_join(path, it.key()), *it);
+      }
+      continue;
+    }
     const char* why = reason_for(options, it.key());
     if (!why) {
-      std::vector<std::string> names;
+      std::vector<std::string> names = {"cpu_checkpointing"};
       for (const auto& o : options) names.push_back(o.key);
       throw InputError(key_join(path, it.key()),
                        "unknown activation_checkpointing key" + did_you_mean(it.key(), names));

@@ -515,6 +515,12 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        FIELD(parallel.recompute))
                   .flag("recompute", "none, selective, selective-op or full (sets parallel.recompute)")
                   .in_cases("parallel.recompute"));
+  t.push_back(bool_key("parallel.cpu_checkpointing", false,
+                       "DeepSpeed activation_checkpointing.cpu_checkpointing (Megatron-DeepSpeed "
+                       "--checkpoint-in-cpu), with recompute full: each layer's checkpoint goes to "
+                       "the host in the forward and comes back before its recomputation",
+                       FIELD(parallel.cpu_checkpointing))
+                  .in_cases("parallel.cpu_checkpointing"));
   t.push_back(recompute_modules_key(
       "parallel.recompute_modules",
       "Megatron-core --recompute-modules, with recompute selective: core_attn (the default), "

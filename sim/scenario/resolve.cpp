@@ -571,6 +571,20 @@ void megatron_rules(Scenario& s, const Given& given) {
     if (s.model.mtp_num_layers > 1)
       throw InputError(key, "supports at most one MTP layer (Megatron-core asserts it)");
   }
+  if (p.cpu_checkpointing) {
+    // DeepSpeed's CheckpointFunction moves the checkpointed inputs
+    // (runtime/activation_checkpointing/checkpointing.py); zerosim simulates it without pipeline
+    // stages, whose in-flight micro-batches would multiply what the host holds.
+    const char* key = "parallel.cpu_checkpointing";
+    if (p.framework != Framework::DeepSpeed)
+      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
+                            "deepspeed");
+    if (p.recompute != Recompute::Full)
+      throw InputError(key, "moves the checkpoints of full recomputation: needs "
+                            "parallel.recompute full");
+    if (p.pp > 1)
+      throw InputError(key, "is simulated without pipeline parallelism: needs parallel.pp 1");
+  }
   if (!given("parallel.grad_reduce_in_fp32"))
     p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
                             sixteen_bit(s.training.precision) == Precision::Bf16;
@@ -708,25 +722,33 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
     return v && !v->is_null();
   };
   Scenario s;
-  for (const KeySpec& k : scenario_keys()) {
-    const json* v = json_path_find(doc, k.path);
-    if (v && !v->is_null()) {
-      k.read(*v, s);
-    } else if (!k.default_value.is_null()) {
-      k.read(k.default_value, s);
+  try {
+    for (const KeySpec& k : scenario_keys()) {
+      const json* v = json_path_find(doc, k.path);
+      if (v && !v->is_null()) {
+        k.read(*v, s);
+      } else if (!k.default_value.is_null()) {
+        k.read(k.default_value, s);
+      }
     }
+    parallel_rules(s, given);
+    pipeline_rules(s, given);
+    batch_rules(s, given);
+    precision_rules(s);
+    zero_rules(s, given);
+    megatron_rules(s, given);
+    sharding_variant_rules(s);
+    fp8_gather_rules(s);
+    recompute_rules(s, given);
+    compile_rules(s);
+    whatif_rules(s);
+  } catch (const InputError& e) {
+    // A value the user wrote under another name (a ds_config key) is refused on that name.
+    const auto it = input.origin.find(e.key_path());
+    if (it == input.origin.end()) throw;
+    const std::string what = e.what();
+    throw InputError(it->second, what.substr(e.key_path().size() + 2));
   }
-  parallel_rules(s, given);
-  pipeline_rules(s, given);
-  batch_rules(s, given);
-  precision_rules(s);
-  zero_rules(s, given);
-  megatron_rules(s, given);
-  sharding_variant_rules(s);
-  fp8_gather_rules(s);
-  recompute_rules(s, given);
-  compile_rules(s);
-  whatif_rules(s);
 
   json echo;
   for (const KeySpec& k : scenario_keys()) {

@@ -151,6 +151,10 @@ struct ParallelConfig {
   PipelineSchedule pipeline_schedule = PipelineSchedule::OneFOneB;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::None;
+  // With recompute full under DeepSpeed's activation checkpointing (cpu_checkpointing,
+  // Megatron-DeepSpeed --checkpoint-in-cpu): each layer's checkpointed input is copied to the host
+  // in the forward and back before the layer is recomputed.
+  bool cpu_checkpointing = false;
   // With recompute selective: Megatron-core's --recompute-modules (core_attn alone by default).
   RecomputeModules recompute_modules;
   Framework framework = Framework::DeepSpeed;

@@ -188,6 +188,43 @@ TEST(Offload, OffloadedParametersComeInBeforeEveryGather) {
   EXPECT_EQ(copied * dp, gathered);
 }
 
+// DeepSpeed's cpu_checkpointing (activation_checkpointing/checkpointing.py, CheckpointFunction):
+// with full recomputation a GPT layer keeps only its input, 2 s b h bytes (Korthikanti et al.
+// 2022, section 4.1); the forward copies it to the host before running the layer and the
+// backward copies it back before recomputing it, once per layer and micro-batch, on the compute
+// stream. The host holds every layer's checkpoint; the GPU no longer does between the passes.
+TEST(Offload, CpuCheckpointingMovesEachLayersCheckpointThroughTheHost) {
+  const Bytes checkpoint = 2 * 128 * 64;  // s = 128, b = 1, h = 64
+  json doc = tiny_doc(8, {{"stage", 3}}, 2);
+  doc["parallel"]["recompute"] = "full";
+  json offloaded = doc;
+  offloaded["parallel"]["cpu_checkpointing"] = true;
+  const Scenario s = resolve_scenario(offloaded);
+  const TrainingPlan tp = build_training_plan(s, true);
+  int d2h = 0, h2d = 0;
+  for (const Op& op : tp.plan.ops) {
+    if (op.rank != 0 || op.kind != OpKind::Copy) continue;
+    const Work& w = tp.works[op.work];
+    EXPECT_EQ(w.elements, checkpoint);
+    EXPECT_EQ(op.stream, Stream::Compute);
+    d2h += w.kind == WorkKind::DeviceToHost;
+    h2d += w.kind == WorkKind::HostToDevice;
+  }
+  EXPECT_EQ(d2h, 2 * 2);  // 2 layers x 2 micro-batches
+  EXPECT_EQ(h2d, 2 * 2);
+  const StepReport on = memory_report(s);
+  const StepReport off = memory_report(resolve_scenario(doc));
+  EXPECT_EQ(on.host_memory_per_node, 8 * 2 * checkpoint);
+  EXPECT_EQ(off.host_memory_per_node, 0);
+  const auto activations = [](const StepReport& r) {
+    return r.memory.category_max[static_cast<int>(MemCategory::Activations)];
+  };
+  // At most both checkpoints fewer at the peak, at least one (the second layer's backward
+  // holds its own checkpoint, not the first layer's).
+  EXPECT_LE(activations(on), activations(off) - checkpoint);
+  EXPECT_GE(activations(on), activations(off) - 2 * checkpoint);
+}
+
 TEST(Offload, InvalidCombinationsNameTheKey) {
   EXPECT_EQ(input_error_key(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
   EXPECT_EQ(input_error_key(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
@@ -199,6 +236,15 @@ TEST(Offload, InvalidCombinationsNameTheKey) {
   json megatron = offload_doc(8, 1, "cpu");
   megatron["parallel"]["framework"] = "megatron";
   EXPECT_EQ(input_error_key(megatron), "zero.offload_optimizer.device");
+  json checkpoints = tiny_doc(8, {{"stage", 1}});
+  checkpoints["parallel"]["cpu_checkpointing"] = true;
+  EXPECT_EQ(input_error_key(checkpoints), "parallel.cpu_checkpointing");  // no recomputation
+  checkpoints["parallel"]["recompute"] = "full";
+  EXPECT_EQ(input_error_key(checkpoints), "(accepted)");
+  EXPECT_EQ(input_error_key(checkpoints, [](json& d) { d["parallel"]["framework"] = "megatron"; }),
+            "parallel.cpu_checkpointing");
+  EXPECT_EQ(input_error_key(checkpoints, [](json& d) { d["parallel"]["pp"] = 2; }),
+            "parallel.cpu_checkpointing");
 }
 
 }  // namespace

@@ -136,13 +136,13 @@ TEST(scenarioBatch, DeepSpeedConfigKeys) {
   EXPECT_EQ(b.mbs, 2);
   EXPECT_EQ(b.gas, 3);
   EXPECT_EQ(b.gbs, 48);
-  // All three, inconsistent: 2 * 2 * 8 = 32 != 64.
+  // All three, inconsistent: 2 * 2 * 8 = 32 != 64, refused on the user's key.
   EXPECT_EQ(error_key([] {
               with_deepspeed(doc_with(), {{"train_batch_size", 64},
                                           {"train_micro_batch_size_per_gpu", 2},
                                           {"gradient_accumulation_steps", 2}});
             }),
-            "training.global_batch_size");
+            "deepspeed(ds.json).train_batch_size");
 }
 
 TEST(scenarioBatch, DeepSpeedBatchKeysReplaceTheDocumentsBatchKeys) {
@@ -318,6 +318,35 @@ TEST(scenarioDeepSpeedDefaults, RecentKeysAreAcceptedWithAWarning) {
     }
     EXPECT_TRUE(warned) << key;
   }
+}
+
+// activation_checkpointing.cpu_checkpointing is DeepSpeed's checkpoint offload: read into
+// parallel.cpu_checkpointing with the recomputation it implies, not warned about; a value that is
+// not a bool, or the offload without full recomputation, is an error on the user's key.
+TEST(scenarioDeepSpeedCheckpointing, CpuCheckpointingIsRead) {
+  const json ds = {{"zero_optimization", {{"stage", 3}}},
+                   {"activation_checkpointing", {{"cpu_checkpointing", true}}}};
+  const Scenario s = with_deepspeed(doc_with(), ds);
+  EXPECT_TRUE(s.parallel.cpu_checkpointing);
+  EXPECT_EQ(s.parallel.recompute, Recompute::Full);
+  for (const InputWarning& w : s.warnings) {
+    EXPECT_EQ(w.key_path.find("cpu_checkpointing"), std::string::npos) << w.message;
+  }
+  EXPECT_FALSE(with_deepspeed(doc_with(), {{"activation_checkpointing",
+                                            {{"cpu_checkpointing", false}}}})
+                   .parallel.cpu_checkpointing);
+  EXPECT_EQ(error_key([&] {
+              json bad = ds;
+              bad["activation_checkpointing"]["cpu_checkpointing"] = "yes";
+              with_deepspeed(doc_with(), bad);
+            }),
+            "deepspeed(ds.json).activation_checkpointing.cpu_checkpointing");
+  EXPECT_EQ(error_key([&] {
+              json selective = doc_with();
+              selective["parallel"] = {{"recompute", "selective"}};
+              with_deepspeed(selective, ds);
+            }),
+            "deepspeed(ds.json).activation_checkpointing.cpu_checkpointing");
 }
 
 // sequence_parallel_size (DeepSpeed's Ulysses degree) becomes context parallelism with the
