@@ -432,9 +432,10 @@ void compile_rules(const Scenario& s) {
   }
 }
 
-// torchtitan's op-level checkpointing: where it is simulated. Its save policy counts the
-// matmuls of torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP
-// plan makes the norms sequence-parallel.
+// Recomputation's framework keys, each where its framework runs it: Megatron-core's
+// recompute_modules, DeepSpeed's cpu_checkpointing. torchtitan's op-level checkpointing: where
+// it is simulated. Its save policy counts the matmuls of torchtitan's dense Llama block
+// (op_checkpoint_matmuls, sim/model/model.h); its TP plan makes the norms sequence-parallel.
 void recompute_rules(const Scenario& s, const Given& given) {
   if (given("parallel.recompute_modules") &&
       (s.parallel.recompute != Recompute::Selective ||
@@ -442,6 +443,20 @@ void recompute_rules(const Scenario& s, const Given& given) {
     throw InputError("parallel.recompute_modules",
                      "is Megatron-core's --recompute-modules: needs parallel.framework megatron "
                      "and parallel.recompute selective");
+  }
+  if (s.parallel.cpu_checkpointing) {
+    // DeepSpeed's CheckpointFunction moves the checkpointed inputs
+    // (runtime/activation_checkpointing/checkpointing.py); zerosim simulates it without pipeline
+    // stages, whose in-flight micro-batches would multiply what the host holds.
+    const char* key = "parallel.cpu_checkpointing";
+    if (s.parallel.framework != Framework::DeepSpeed)
+      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
+                            "deepspeed");
+    if (s.parallel.recompute != Recompute::Full)
+      throw InputError(key, "moves the checkpoints of full recomputation: needs "
+                            "parallel.recompute full");
+    if (s.parallel.pp > 1)
+      throw InputError(key, "is simulated without pipeline parallelism: needs parallel.pp 1");
   }
   if (s.parallel.recompute != Recompute::SelectiveOp) return;
   const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";
@@ -570,20 +585,6 @@ void megatron_rules(Scenario& s, const Given& given) {
                             "it); allowed: parallel.recompute none or selective");
     if (s.model.mtp_num_layers > 1)
       throw InputError(key, "supports at most one MTP layer (Megatron-core asserts it)");
-  }
-  if (p.cpu_checkpointing) {
-    // DeepSpeed's CheckpointFunction moves the checkpointed inputs
-    // (runtime/activation_checkpointing/checkpointing.py); zerosim simulates it without pipeline
-    // stages, whose in-flight micro-batches would multiply what the host holds.
-    const char* key = "parallel.cpu_checkpointing";
-    if (p.framework != Framework::DeepSpeed)
-      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
-                            "deepspeed");
-    if (p.recompute != Recompute::Full)
-      throw InputError(key, "moves the checkpoints of full recomputation: needs "
-                            "parallel.recompute full");
-    if (p.pp > 1)
-      throw InputError(key, "is simulated without pipeline parallelism: needs parallel.pp 1");
   }
   if (!given("parallel.grad_reduce_in_fp32"))
     p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
