@@ -186,16 +186,18 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
     f.bucket_gather = params_.in_forward(f.chunk, f.buckets, u, f.bucket_gather, last_compute_);
     deps.push_back(f.bucket_gather);
   }
-  if (unit.forward == WorkKind::AttentionForward && s_.parallel.cpu_checkpointing) {
-    // DeepSpeed's CheckpointFunction.forward copies the layer's checkpointed input to the host
-    // (copy_to_device, a blocking copy; recent releases' offload engine, on a side stream, is not
-    // modelled) before running the layer, and keeps no GPU copy for the backward.
-    deps.push_back(offload_.host_copy(
-        WorkKind::DeviceToHost, layer_activations(unit.layer, false), Stream::Compute,
-        unit_op_name(unit, "checkpoint d2h") + suffix, {f.prev}));
-  } else if (unit.forward == WorkKind::AttentionForward) {
-    e_.alloc_tensors(MemCategory::Activations, layer_activations(unit.layer, false),
-                     "activations", layer_tensors(unit.layer, false));
+  if (unit.forward == WorkKind::AttentionForward) {
+    const Bytes saved = layer_activations(unit.layer, false);
+    if (s_.parallel.cpu_checkpointing) {
+      // DeepSpeed's CheckpointFunction.forward copies the layer's checkpointed input to the host
+      // (copy_to_device, a blocking copy; recent releases' offload engine, on a side stream, is
+      // not modelled) before running the layer, and keeps no GPU copy for the backward.
+      deps.push_back(offload_.host_copy(WorkKind::DeviceToHost, saved, Stream::Compute,
+                                        unit_op_name(unit, "checkpoint d2h") + suffix, {f.prev}));
+    } else {
+      e_.alloc_tensors(MemCategory::Activations, saved, "activations",
+                       layer_tensors(unit.layer, false));
+    }
   }
   if (unit.forward == WorkKind::MtpForward) {
     e_.alloc(MemCategory::Activations, mtp_activations_, "mtp activations");
@@ -304,11 +306,11 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
     if (s_.parallel.cpu_checkpointing) {
       // CheckpointFunction.backward moves the checkpoint back (move_to_device) before the
       // layer's forward runs again; the attention's backward frees it as it would the GPU copy.
-      e_.alloc_tensors(MemCategory::Activations, layer_activations(unit.layer, false),
-                       "activations", layer_tensors(unit.layer, false));
-      deps.push_back(offload_.host_copy(
-          WorkKind::HostToDevice, layer_activations(unit.layer, false), Stream::Compute,
-          unit_op_name(unit, "checkpoint h2d") + suffix, {b.prev}));
+      const Bytes saved = layer_activations(unit.layer, false);
+      e_.alloc_tensors(MemCategory::Activations, saved, "activations",
+                       layer_tensors(unit.layer, false));
+      deps.push_back(offload_.host_copy(WorkKind::HostToDevice, saved, Stream::Compute,
+                                        unit_op_name(unit, "checkpoint h2d") + suffix, {b.prev}));
     }
     e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
                      layer_tensors(unit.layer, true));

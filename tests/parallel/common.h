@@ -41,6 +41,18 @@ inline json tiny_doc(int gpus, json zero, int gas = 1, int tp = 1) {
           {"zero", std::move(zero)}};
 }
 
+// Llama 3 8B on one DGX H100 node under `framework` (ZeRO stage `stage`), the scenario the
+// tests of each framework's layer code compare.
+inline json llama8b_one_node(const std::string& framework, int stage, int micro_batch = 1,
+                             bool torch_compile = false) {
+  return {{"model", "llama3-8b"},
+          {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+          {"training", {{"micro_batch_size", micro_batch}, {"torch_compile", torch_compile}}},
+          {"parallel", {{"framework", framework}}},
+          {"zero", {{"stage", stage}}},
+          {"sim", {{"allow_oom", true}}}};
+}
+
 // The key path resolve_scenario names for a bad document, or "(accepted)".
 inline std::string input_error_key(const json& doc) {
   try {

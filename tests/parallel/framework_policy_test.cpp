@@ -132,13 +132,9 @@ TEST(frameworkPolicy, NanotronAddsEachMicroBatchsGradientsIntoItsFp32Buffer) {
 // and DeepSpeed run the same fused kernels, torchtitan's eager code more unless compiled.
 TEST(frameworkPolicy, EachFrameworksLayerCodeIsPricedAsItRuns) {
   const auto bytes = [](const std::string& framework, bool compile) {
-    const Scenario s = resolve_scenario(
-        {{"model", "llama3-8b"},
-         {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
-         {"training", {{"micro_batch_size", 2}, {"torch_compile", compile}}},
-         {"parallel", {{"framework", framework}}},
-         {"zero", {{"stage", framework == "fsdp" ? 3 : 1}}},
-         {"sim", {{"allow_oom", true}}}});
+    const int stage = framework == "fsdp" ? 3 : 1;
+    const Scenario s =
+        resolve_scenario(testing_plan::llama8b_one_node(framework, stage, 2, compile));
     return layer_work(s, false).elementwise_bytes;
   };
   const ModelSpec m = model_preset("llama3-8b", "model");

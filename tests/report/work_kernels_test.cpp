@@ -322,12 +322,7 @@ TEST(workKernels, OpLevelCheckpointIsRefusedWhereItIsNotSimulated) {
 // fsdp), whose eager step is slower by the unfused elementwise traffic; elsewhere it is refused.
 TEST(workKernels, TorchCompileFusesTorchtitansElementwiseOps) {
   auto with = [](const char* framework, bool compile) {
-    return resolve_scenario({{"model", "llama3-8b"},
-                             {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
-                             {"training", {{"micro_batch_size", 1}, {"torch_compile", compile}}},
-                             {"parallel", {{"framework", framework}}},
-                             {"zero", {{"stage", 3}}},
-                             {"sim", {{"allow_oom", true}}}});
+    return resolve_scenario(testing_plan::llama8b_one_node(framework, 3, 1, compile));
   };
   const Scenario eager = with("fsdp", false), compiled = with("fsdp", true);
   EXPECT_GT(layer_work(eager, false).elementwise_bytes,
