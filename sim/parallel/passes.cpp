@@ -187,15 +187,19 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
     deps.push_back(f.bucket_gather);
   }
   if (unit.forward == WorkKind::AttentionForward) {
-    const Bytes saved = layer_activations(unit.layer, false);
+    // DeepSpeed's CheckpointFunction.forward keeps this rank's share of the layer's checkpointed
+    // input (partition_activations: a narrowed clone of 1/tp of it) before running the layer.
+    const Bytes kept = checkpoint_partition(unit.layer);
     if (s_.parallel.cpu_checkpointing) {
-      // DeepSpeed's CheckpointFunction.forward copies the layer's checkpointed input to the host
-      // (copy_to_device, a blocking copy; recent releases' offload engine, on a side stream, is
-      // not modelled) before running the layer, and keeps no GPU copy for the backward.
-      deps.push_back(offload_.host_copy(WorkKind::DeviceToHost, saved, Stream::Compute,
+      // cpu_checkpointing copies that share to the host (copy_to_device or .cpu(), blocking;
+      // recent releases' offload engine, on a side stream, is not modelled) and keeps no GPU
+      // copy for the backward.
+      deps.push_back(offload_.host_copy(WorkKind::DeviceToHost, kept, Stream::Compute,
                                         unit_op_name(unit, "checkpoint d2h") + suffix, {f.prev}));
+    } else if (partitioned_checkpoints()) {
+      e_.alloc(MemCategory::Activations, kept, "checkpoint partition");
     } else {
-      e_.alloc_tensors(MemCategory::Activations, saved, "activations",
+      e_.alloc_tensors(MemCategory::Activations, kept, "activations",
                        layer_tensors(unit.layer, false));
     }
   }
@@ -303,14 +307,31 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
       is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
   if (recomputed > 0 &&
       (unit.backward == WorkKind::MlpBackward || unit.backward == WorkKind::MoeBackward)) {
-    if (s_.parallel.cpu_checkpointing) {
-      // CheckpointFunction.backward moves the checkpoint back (move_to_device) before the
-      // layer's forward runs again; the attention's backward frees it as it would the GPU copy.
+    if (s_.parallel.cpu_checkpointing || partitioned_checkpoints()) {
+      // CheckpointFunction.backward rebuilds the whole checkpoint before the layer's forward
+      // runs again: its share back from the host (move_to_device, or saved_data.to), then,
+      // partitioned, an all-gather over the TP group into a new whole tensor
+      // (gather_partitioned_activations: all_gather_into_tensor, which the recomputation waits
+      // for) that replaces the share. The attention's backward frees the whole one as it would
+      // the GPU copy.
       const Bytes saved = layer_activations(unit.layer, false);
+      const Bytes kept = checkpoint_partition(unit.layer);
+      const bool partitioned = partitioned_checkpoints();
+      std::int32_t ready = b.prev;
+      if (s_.parallel.cpu_checkpointing) {
+        if (partitioned) e_.alloc(MemCategory::Activations, kept, "checkpoint partition");
+        ready = offload_.host_copy(WorkKind::HostToDevice, kept, Stream::Compute,
+                                   unit_op_name(unit, "checkpoint h2d") + suffix, {ready});
+      }
       e_.alloc_tensors(MemCategory::Activations, saved, "activations",
                        layer_tensors(unit.layer, false));
-      deps.push_back(offload_.host_copy(WorkKind::HostToDevice, saved, Stream::Compute,
-                                        unit_op_name(unit, "checkpoint h2d") + suffix, {b.prev}));
+      if (partitioned) {
+        ready = e_.collective(Peer::Tp, CollectiveKind::AllGather, saved, Stream::TpComm,
+                              unit_op_name(unit, "checkpoint all_gather") + suffix, {ready});
+        e_.free_op(MemCategory::Activations, kept, "checkpoint partition", Stream::Compute,
+                   {ready});
+      }
+      deps.push_back(ready);
     }
     e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
                      layer_tensors(unit.layer, true));

@@ -77,11 +77,12 @@ Template StageBuilder::build() {
     moe_layer_tensors_full_ = tensors(Recompute::None, true);
   }
   if (s_.parallel.cpu_checkpointing) {
-    // The host holds every layer's checkpoint of the micro-batch in flight (no pipeline stages).
+    // The host holds every layer's checkpoint (this rank's share of it, partitioned) of the
+    // micro-batch in flight (no pipeline stages).
     for (const auto& chunk : chunks_) {
       for (const Unit& u : chunk) {
         if (u.forward != WorkKind::AttentionForward) continue;
-        info_.host_bytes += layer_activations(u.layer, false);
+        info_.host_bytes += checkpoint_partition(u.layer);
       }
     }
   }

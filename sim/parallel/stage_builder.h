@@ -150,12 +150,21 @@ class StageBuilder {
     return full ? (moe ? moe_layer_tensors_full_ : layer_tensors_full_)
                 : (moe ? moe_layer_tensors_ : layer_tensors_);
   }
-  // What layer `layer` keeps for its backward (`full`: without recomputation).
   // A layer's saved activations (full: without recomputation), the sum of its tensors in
   // order, as activation_bytes_per_layer sums them.
   Bytes layer_activations(int layer, bool full) const {
     const std::vector<double>& t = layer_tensors(layer, full);
     return static_cast<Bytes>(std::accumulate(t.begin(), t.end(), 0.0));
+  }
+  // DeepSpeed's partition_activations: each TP rank keeps 1/tp of a layer's checkpoint
+  // (checkpointing.py, get_partition_size: numel / mp_size) and the backward all-gathers it.
+  bool partitioned_checkpoints() const {
+    return s_.parallel.partition_activations && s_.parallel.tp > 1;
+  }
+  // What this rank keeps of a layer's checkpoint between its forward and its backward.
+  Bytes checkpoint_partition(int layer) const {
+    const Bytes saved = layer_activations(layer, false);
+    return partitioned_checkpoints() ? saved / s_.parallel.tp : saved;
   }
   // What a layer's backward recomputes and holds until its backward ends: the whole forward's
   // activations (full recomputation), or those torchtitan's op-level policy did not save.

@@ -288,22 +288,26 @@ void read_activation_checkpointing(const json& section, const std::string& path,
                                      "the model checkpoints its layers with deepspeed.checkpointing: "
                                      "simulated as parallel.recompute=full (every layer recomputed "
                                      "in backward)"};
+  // The options zerosim simulates, each the scenario key it sets.
+  const std::vector<std::pair<std::string, const char*>> read = {
+      {"cpu_checkpointing", "parallel.cpu_checkpointing"},
+      {"partition_activations", "parallel.partition_activations"}};
   const std::vector<NotSimulated> options = {
-      {"partition_activations", "activations kept whole on each TP rank, not partitioned"},
       {"contiguous_memory_optimization", "allocator effects are not simulated"},
       {"number_checkpoints", "every layer is a checkpoint"},
       {"synchronize_checkpoint_boundary", kNumerics},
       {"profile", kLogging}};
   for (auto it = section.begin(); it != section.end(); ++it) {
-    if (it.key() == "cpu_checkpointing") {
-      if (!it->is_null()) {
-        set_from(d, *find_key("parallel.cpu_checkpointing"), key_join(path, it.key()), *it);
-      }
+    const auto r = std::find_if(read.begin(), read.end(),
+                                [&](const auto& k) { return k.first == it.key(); });
+    if (r != read.end()) {
+      if (!it->is_null()) set_from(d, *find_key(r->second), key_join(path, it.key()), *it);
       continue;
     }
     const char* why = reason_for(options, it.key());
     if (!why) {
-      std::vector<std::string> names = {"cpu_checkpointing"};
+      std::vector<std::string> names;
+      for (const auto& k : read) names.push_back(k.first);
       for (const auto& o : options) names.push_back(o.key);
       throw InputError(key_join(path, it.key()),
                        "unknown activation_checkpointing key" + did_you_mean(it.key(), names));

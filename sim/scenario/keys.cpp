@@ -521,6 +521,13 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "the host in the forward and comes back before its recomputation",
                        FIELD(parallel.cpu_checkpointing))
                   .in_cases("parallel.cpu_checkpointing"));
+  t.push_back(bool_key("parallel.partition_activations", false,
+                       "DeepSpeed activation_checkpointing.partition_activations "
+                       "(Megatron-DeepSpeed --partition-activations), with recompute full: each "
+                       "TP rank keeps 1/tp of a layer's checkpoint, all-gathered over the TP group "
+                       "before its recomputation",
+                       FIELD(parallel.partition_activations))
+                  .in_cases("parallel.partition_activations"));
   t.push_back(recompute_modules_key(
       "parallel.recompute_modules",
       "Megatron-core --recompute-modules, with recompute selective: core_attn (the default), "

@@ -433,9 +433,10 @@ void compile_rules(const Scenario& s) {
 }
 
 // Recomputation's framework keys, each where its framework runs it: Megatron-core's
-// recompute_modules, DeepSpeed's cpu_checkpointing. torchtitan's op-level checkpointing: where
-// it is simulated. Its save policy counts the matmuls of torchtitan's dense Llama block
-// (op_checkpoint_matmuls, sim/model/model.h); its TP plan makes the norms sequence-parallel.
+// recompute_modules, DeepSpeed's cpu_checkpointing and partition_activations. torchtitan's
+// op-level checkpointing: where it is simulated. Its save policy counts the matmuls of
+// torchtitan's dense Llama block (op_checkpoint_matmuls, sim/model/model.h); its TP plan makes
+// the norms sequence-parallel.
 void recompute_rules(const Scenario& s, const Given& given) {
   if (given("parallel.recompute_modules") &&
       (s.parallel.recompute != Recompute::Selective ||
@@ -457,6 +458,17 @@ void recompute_rules(const Scenario& s, const Given& given) {
                             "parallel.recompute full");
     if (s.parallel.pp > 1)
       throw InputError(key, "is simulated without pipeline parallelism: needs parallel.pp 1");
+  }
+  if (s.parallel.partition_activations) {
+    // The same CheckpointFunction splits each checkpoint over the tensor-parallel group (a no-op
+    // at tp 1, as in DeepSpeed, where mp_size 1 neither splits nor gathers).
+    const char* key = "parallel.partition_activations";
+    if (s.parallel.framework != Framework::DeepSpeed)
+      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
+                            "deepspeed");
+    if (s.parallel.recompute != Recompute::Full)
+      throw InputError(key, "partitions the checkpoints of full recomputation: needs "
+                            "parallel.recompute full");
   }
   if (s.parallel.recompute != Recompute::SelectiveOp) return;
   const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";

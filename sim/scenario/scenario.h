@@ -155,6 +155,10 @@ struct ParallelConfig {
   // Megatron-DeepSpeed --checkpoint-in-cpu): each layer's checkpointed input is copied to the host
   // in the forward and back before the layer is recomputed.
   bool cpu_checkpointing = false;
+  // With recompute full under DeepSpeed's activation checkpointing (partition_activations,
+  // Megatron-DeepSpeed --partition-activations): each TP rank keeps 1/tp of a layer's checkpoint
+  // and the backward all-gathers it over the TP group before recomputing the layer.
+  bool partition_activations = false;
   // With recompute selective: Megatron-core's --recompute-modules (core_attn alone by default).
   RecomputeModules recompute_modules;
   Framework framework = Framework::DeepSpeed;

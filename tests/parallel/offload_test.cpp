@@ -225,6 +225,58 @@ TEST(Offload, CpuCheckpointingMovesEachLayersCheckpointThroughTheHost) {
   EXPECT_GE(activations(on), activations(off) - 2 * checkpoint);
 }
 
+// DeepSpeed's partition_activations (checkpointing.py: partition_activations,
+// gather_partitioned_activations): each of the tp ranks keeps numel / tp of a layer's checkpoint
+// and, before recomputing the layer, all-gathers the whole 2 s b h bytes over its TP group; with
+// cpu_checkpointing only the share crosses PCIe and sits in host memory.
+TEST(Offload, PartitionedCheckpointsAreGatheredOverTheTpGroup) {
+  const int tp = 2;
+  const Bytes checkpoint = 2 * 128 * 64;  // s = 128, b = 1, h = 64, whole on each TP rank
+  json doc = tiny_doc(8, {{"stage", 1}}, 2, tp);
+  doc["parallel"]["recompute"] = "full";
+  json partitioned = doc;
+  partitioned["parallel"]["partition_activations"] = true;
+  const TrainingPlan tp_plan = build_training_plan(resolve_scenario(partitioned), true);
+  const Plan& plan = tp_plan.plan;
+  int gathers = 0;
+  for (OpId id = 0; id < plan.ops.size(); ++id) {
+    const Op& op = plan.ops[id];
+    if (op.rank != 0 || op.kind != OpKind::Collective) continue;
+    if (plan.names[op.name].find("checkpoint all_gather") == std::string::npos) continue;
+    const Collective& c = plan.collectives[op.work];
+    EXPECT_EQ(c.kind, CollectiveKind::AllGather);
+    EXPECT_EQ(c.bytes, checkpoint);
+    EXPECT_EQ(plan.group_size(c.group), tp);
+    ++gathers;
+  }
+  EXPECT_EQ(gathers, 2 * 2);  // 2 layers x 2 micro-batches
+  const auto activations = [](const Scenario& s) {
+    return memory_report(s).memory.category_max[static_cast<int>(MemCategory::Activations)];
+  };
+  // At the peak (the last layer's recomputation) the other layer's checkpoint is held as half,
+  // the recomputed one whole: half a checkpoint less, at most both halves.
+  const Bytes whole = activations(resolve_scenario(doc));
+  const Bytes split = activations(resolve_scenario(partitioned));
+  EXPECT_LE(split, whole - checkpoint / tp);
+  EXPECT_GE(split, whole - checkpoint);
+
+  json host = partitioned;
+  host["parallel"]["cpu_checkpointing"] = true;
+  const Scenario s = resolve_scenario(host);
+  const TrainingPlan copies = build_training_plan(s, true);
+  int d2h = 0, h2d = 0;
+  for (const Op& op : copies.plan.ops) {
+    if (op.rank != 0 || op.kind != OpKind::Copy) continue;
+    const Work& w = copies.works[op.work];
+    EXPECT_EQ(w.elements, checkpoint / tp);
+    d2h += w.kind == WorkKind::DeviceToHost;
+    h2d += w.kind == WorkKind::HostToDevice;
+  }
+  EXPECT_EQ(d2h, 2 * 2);
+  EXPECT_EQ(h2d, 2 * 2);
+  EXPECT_EQ(memory_report(s).host_memory_per_node, 8 * 2 * checkpoint / tp);
+}
+
 TEST(Offload, InvalidCombinationsNameTheKey) {
   EXPECT_EQ(input_error_key(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
   EXPECT_EQ(input_error_key(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
@@ -245,6 +297,14 @@ TEST(Offload, InvalidCombinationsNameTheKey) {
             "parallel.cpu_checkpointing");
   EXPECT_EQ(input_error_key(checkpoints, [](json& d) { d["parallel"]["pp"] = 2; }),
             "parallel.cpu_checkpointing");
+  json partitioned = tiny_doc(8, {{"stage", 1}}, 1, 2);
+  partitioned["parallel"]["partition_activations"] = true;
+  EXPECT_EQ(input_error_key(partitioned), "parallel.partition_activations");  // no recomputation
+  partitioned["parallel"]["recompute"] = "full";
+  EXPECT_EQ(input_error_key(partitioned), "(accepted)");
+  EXPECT_EQ(input_error_key(partitioned, [](json& d) { d["parallel"]["pp"] = 2; }), "(accepted)");
+  EXPECT_EQ(input_error_key(partitioned, [](json& d) { d["parallel"]["framework"] = "megatron"; }),
+            "parallel.partition_activations");
 }
 
 }  // namespace

@@ -349,6 +349,31 @@ TEST(scenarioDeepSpeedCheckpointing, CpuCheckpointingIsRead) {
             "deepspeed(ds.json).activation_checkpointing.cpu_checkpointing");
 }
 
+// activation_checkpointing.partition_activations (the checkpoints split over the TP group) is
+// read the same way: no warning, a non-bool refused on the user's key.
+TEST(scenarioDeepSpeedCheckpointing, PartitionActivationsIsRead) {
+  const json ds = {{"zero_optimization", {{"stage", 1}}},
+                   {"activation_checkpointing", {{"partition_activations", true}}}};
+  const Scenario s = with_deepspeed(doc_with(), ds);
+  EXPECT_TRUE(s.parallel.partition_activations);
+  EXPECT_EQ(s.parallel.recompute, Recompute::Full);
+  for (const InputWarning& w : s.warnings) {
+    EXPECT_EQ(w.key_path.find("partition_activations"), std::string::npos) << w.message;
+  }
+  EXPECT_EQ(error_key([&] {
+              json bad = ds;
+              bad["activation_checkpointing"]["partition_activations"] = 1;
+              with_deepspeed(doc_with(), bad);
+            }),
+            "deepspeed(ds.json).activation_checkpointing.partition_activations");
+  EXPECT_EQ(error_key([&] {
+              json typo = ds;
+              typo["activation_checkpointing"]["partition_activation"] = true;
+              with_deepspeed(doc_with(), typo);
+            }),
+            "deepspeed(ds.json).activation_checkpointing.partition_activation");
+}
+
 // sequence_parallel_size (DeepSpeed's Ulysses degree) becomes context parallelism with the
 // all-to-all exchange, each value reported against the user's key; 1 leaves it off; a scenario
 // that gives parallel.cp itself keeps it.
