@@ -79,8 +79,11 @@ const std::vector<NotSimulated>& top_level_not_simulated() {
       {"progressive_layer_drop", "progressive layer drop is not simulated"},
       {"sparse_attention", "sparse attention is not simulated; attention is dense"},
       {"hybrid_engine", "the RLHF hybrid engine is not simulated"},
-      {"use_data_before_expert_parallelism", "expert parallelism is not simulated yet"},
-      {"expert_parallel", "expert parallelism is not simulated yet"},
+      {"use_data_before_expert_parallelism",
+       "zerosim's expert groups are consecutive data-parallel ranks (DeepSpeed's default, false); "
+       "the strided groups of true are not simulated"},
+      {"expert_parallel", "the expert-parallel degree comes from parallel.ep (DeepSpeed's MoE "
+                          "layers take their ep_size in the model code)"},
       {"data_parallel_size", "the data-parallel degree follows the cluster and parallel.tp/pp"},
       {"fp32_allreduce", "a legacy key (before communication_data_type); not simulated"},
       {"seed", "not a DeepSpeed key (DeepSpeed ignores it)"},
