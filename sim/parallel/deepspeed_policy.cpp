@@ -61,10 +61,12 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
     // runtime/comm/coalesced_collectives.py): module hooks, a gradient hook per parameter with
     // the bucket flushed before a gradient that would overflow it
     // (reduce_independent_p_g_buckets_and_remove_grads), reduce_scatter_coalesced's per-rank
-    // slices on the host, and the compute stream waiting for the whole gather stream at each
-    // module.
+    // slices on the host, the compute stream waiting for the whole gather stream at each
+    // module, and the persistent tensors (v0.6.2 to the newest release) gathered one by one
+    // after the step.
     p.params.gather_per_module = true;
     p.params.compute_waits_for_earlier_gathers = true;
+    p.params.persistent_per_tensor = true;
     g.per_tensor_hooks = true;
     g.reduce_host_ops_per_rank = 1;
   }

@@ -84,6 +84,11 @@ struct ParameterPolicy {
   // A compute op waits for every gather issued before its pre-hook, not only its own (DeepSpeed's
   // fetch_sub_module: current_stream().wait_stream(allgather stream) before the prefetches).
   bool compute_waits_for_earlier_gathers = false;
+  // Stage 3 decides persistence tensor by tensor (DeepSpeed's ds_persist: ds_numel against
+  // stage3_param_persistence_threshold), so a large module's biases and norms stay gathered, and
+  // after the step gathers every persistent tensor again with an all-gather of its own
+  // (stage3.py _post_step -> partition_parameters.py _allgather_params_coalesced).
+  bool persistent_per_tensor = false;
 };
 
 // What the framework allocates beyond model states and activations around the loss and the

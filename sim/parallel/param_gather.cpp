@@ -3,7 +3,7 @@
 namespace zerosim::plan_detail {
 
 void ParamGather::after_step(std::int32_t after, Stream stream,
-                             std::int64_t persistent_elements) {
+                             const std::vector<std::int64_t>& persistent) {
   const bool shards = s_.zero.mics_shard_size > 0;
   const std::int64_t dp = shards ? dp_subgroup_ : s_.parallel.dp_cp();
   const Peer peer = shards ? Peer::DpShard : Peer::Dp;
@@ -30,9 +30,22 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
                     "expert param all_gather", {after});
     }
   }
-  if (persistent_elements > 0) {
-    e_.collective(peer, CollectiveKind::AllGather, 2 * ceil_div(persistent_elements, dp) * dp,
-                  stream, "persistent param all_gather", {after});
+  if (policy_.params.persistent_per_tensor) {
+    // One all_gather_into_tensor per tensor, each padded on its own, then a device synchronize
+    // (the step ends there).
+    std::int32_t prev = after;
+    for (std::size_t i = 0; i < persistent.size(); ++i) {
+      prev = e_.collective(peer, CollectiveKind::AllGather, 2 * ceil_div(persistent[i], dp) * dp,
+                           stream, "persistent param all_gather tensor " + std::to_string(i),
+                           {prev});
+    }
+    return;
+  }
+  std::int64_t elements = 0;
+  for (std::int64_t t : persistent) elements += t;
+  if (elements > 0) {
+    e_.collective(peer, CollectiveKind::AllGather, 2 * ceil_div(elements, dp) * dp, stream,
+                  "persistent param all_gather", {after});
   }
 }
 

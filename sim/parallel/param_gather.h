@@ -17,9 +17,10 @@ class ParamGather {
               int dp_subgroup)
       : e_(e), s_(s), policy_(policy), info_(info), dp_subgroup_(dp_subgroup) {}
 
-  // After the step (op `after`), on `stream`; `persistent_elements`: stage 3's never-released
-  // parameters, which are gathered again.
-  void after_step(std::int32_t after, Stream stream, std::int64_t persistent_elements);
+  // After the step (op `after`), on `stream`; `persistent`: the sizes of stage 3's
+  // never-released tensors, which are gathered again (in one call, or one each under
+  // persistent_per_tensor).
+  void after_step(std::int32_t after, Stream stream, const std::vector<std::int64_t>& persistent);
 
   // Megatron --overlap-param-gather: the distributed optimizer's all-gather of the updated
   // parameters moves into the next step's forward. A forward pre-hook waits for its bucket's

@@ -294,7 +294,8 @@ std::string StageBuilder::pass_suffix(int mb, int chunk) const {
 void StageBuilder::optimizer_step() {
   const int zs = s_.zero.stage;
   const std::int64_t elements = zs == 0 ? info_.local_params : info_.dp_partition;
-  const std::int64_t persistent = zs == 3 ? zero3_.persistent_elements() : 0;
+  const std::vector<std::int64_t> persistent =
+      zs == 3 ? zero3_.persistent_tensors() : std::vector<std::int64_t>{};
   std::vector<std::int32_t> deps;
   if (grads_.final_reduction() >= 0) deps.push_back(grads_.final_reduction());
   if (offloads_optimizer(s_)) {

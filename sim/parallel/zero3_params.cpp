@@ -22,23 +22,32 @@ void Zero3Params::plan() {
   for (std::size_t c = 0; c < chunks_.size(); ++c) plan_chunk(static_cast<int>(c));
 }
 
-std::int64_t Zero3Params::persistent_elements() const {
-  std::int64_t persistent = 0;
+bool Zero3Params::smalls_persist(const Unit& u) const {
+  return policy_.persistent_per_tensor && u.small_tensors > 0 &&
+         small_tensor_elements(u) / u.small_tensors <= s_.zero.stage3_param_persistence_threshold;
+}
+
+std::vector<std::int64_t> Zero3Params::persistent_tensors() const {
+  std::vector<std::int64_t> tensors;
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
-      if (residency_[c].persistent[u]) persistent += chunks_[c][u].params;
+    for (std::size_t i = 0; i < chunks_[c].size(); ++i) {
+      const Unit& u = chunks_[c][i];
+      const bool whole = residency_[c].persistent[i];
+      if (whole) tensors.insert(tensors.end(), u.weights.begin(), u.weights.end());
+      if ((whole || smalls_persist(u)) && u.small_tensors > 0) {
+        const std::int64_t small = small_tensor_elements(u);
+        for (int t = 0; t < u.small_tensors; ++t) {
+          tensors.push_back(small / u.small_tensors + (t == 0 ? small % u.small_tensors : 0));
+        }
+      }
     }
   }
-  return persistent;
+  return tensors;
 }
 
 Bytes Zero3Params::persistent_bytes() const {
   Bytes persistent = 0;
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
-      if (residency_[c].persistent[u]) persistent += 2 * chunks_[c][u].params;
-    }
-  }
+  for (std::int64_t t : persistent_tensors()) persistent += 2 * t;
   return persistent;
 }
 
@@ -48,7 +57,7 @@ Bytes Zero3Params::hpz_secondary_bytes() const {
   Bytes secondary = 0;
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
-      if (!residency_[c].persistent[u]) secondary += 2 * ceil_div(chunks_[c][u].params, dp_subgroup_);
+      if (!residency_[c].persistent[u]) secondary += 2 * ceil_div(fetched(chunks_[c][u]), dp_subgroup_);
     }
   }
   return secondary;
@@ -202,9 +211,9 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
 // when the framework's hooks fetch modules one by one, one per module (the unit's small tensors
 // with the first). Each call pads its own pieces, as each parameter is partitioned on its own.
 std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
-  if (!policy_.gather_per_module || u.weights.size() < 2) return {u.params};
+  if (!policy_.gather_per_module || u.weights.size() < 2) return {fetched(u)};
   std::vector<std::int64_t> calls = u.weights;
-  calls[0] += small_tensor_elements(u);
+  if (!smalls_persist(u)) calls[0] += small_tensor_elements(u);
   return calls;
 }
 

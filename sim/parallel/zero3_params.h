@@ -44,12 +44,22 @@ class Zero3Params {
   // The buffer a unit's gather fills: 16-bit, or 8-bit for a layer's weights when fp8 training
   // gathers them in FP8 (training.fp8_param_gather; the norms and biases among them too,
   // ASSUMPTION: they are under 0.1 % of a layer's elements).
-  Bytes gathered_bytes(const Unit& u) const { return gathered_element_bytes(u) * u.params; }
+  Bytes gathered_bytes(const Unit& u) const { return gathered_element_bytes(u) * fetched(u); }
   int gathered_element_bytes(const Unit& u) const {
     return s_.training.fp8_param_gather && u.layer >= 0 ? 1 : 2;
   }
-  std::int64_t persistent_elements() const;
+  // The size of every persistent tensor, which the step's end gathers again.
+  std::vector<std::int64_t> persistent_tensors() const;
   Bytes hpz_secondary_bytes() const;         // hpZ's secondary partition (16-bit)
+  // Under persistent_per_tensor, whether a unit's small tensors (biases, norms) persist while its
+  // weights do not. ASSUMPTION: they are of one size, the mean (biases and norms of the hidden
+  // size or a small multiple of it), judged against the threshold together.
+  bool smalls_persist(const Unit& u) const;
+  // The elements a fetch of the unit gathers: all of them, or its weights when its small tensors
+  // persist.
+  std::int64_t fetched(const Unit& u) const {
+    return smalls_persist(u) ? u.params - small_tensor_elements(u) : u.params;
+  }
 
   // Forward over `chunk`: the gathers unit u waits for (-1: none), and whether it is released
   // after its forward. `first_forward`: the chunk's first forward of the step (hpZ).

@@ -223,6 +223,40 @@ TEST(DeepSpeedStage3, GradientsLargerThanTheBucketAreReducedAlone) {
   EXPECT_EQ(reduced, 2 * (12 * 64 * 64 + 13 * 64) + (1000 + 128) * 64 + 2 * 64);
 }
 
+// DeepSpeed decides persistence per tensor (ds_numel <= stage3_param_persistence_threshold) and,
+// after the step, gathers every persistent tensor with a call of its own (stage3.py _post_step,
+// partition_parameters.py _allgather_params_coalesced). With the threshold at 1000 the tiny
+// GPT's biases and LayerNorms persist and its weights do not: GPT-2's count, 13h per layer
+// (QKV, output, fc1 and fc2 biases 3h + h + 4h + h, two LayerNorms 4h) and the final LayerNorm
+// 2h, in 8 tensors per layer and 2; the modules' gathers carry their weights alone.
+TEST(DeepSpeedStage3, BiasesAndNormsPersistAndAreGatheredOneByOneAfterTheStep) {
+  json doc = variant_doc(json::object());
+  doc["zero"]["stage3_param_persistence_threshold"] = 1000;
+  const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+  const std::int64_t h = 64;
+  std::int64_t elements = 0;
+  int tensors = 0;
+  for (OpId id : ops_named(tp.plan, "persistent param all_gather tensor")) {
+    const Collective& c = tp.plan.collectives[tp.plan.ops[id].work];
+    EXPECT_EQ(c.kind, CollectiveKind::AllGather);
+    EXPECT_LE(c.bytes / 2, 1000 + 15);  // one tensor, padded to the 16 ranks
+    elements += c.bytes / 2;
+    ++tensors;
+  }
+  EXPECT_EQ(tensors, 2 * 8 + 2);
+  // Each tensor is padded on its own: the tiny model's are h, 3h or 4h elements, multiples of 16.
+  EXPECT_EQ(elements, 2 * 13 * h + 2 * h);
+  std::vector<Bytes> attention, mlp;
+  for (OpId id : ops_named(tp.plan, "gather(fwd) attention L0")) {
+    attention.push_back(tp.plan.collectives[tp.plan.ops[id].work].bytes);
+  }
+  for (OpId id : ops_named(tp.plan, "gather(fwd) mlp L0")) {
+    mlp.push_back(tp.plan.collectives[tp.plan.ops[id].work].bytes);
+  }
+  EXPECT_EQ(attention, (std::vector<Bytes>{2 * 3 * h * h, 2 * h * h}));
+  EXPECT_EQ(mlp, (std::vector<Bytes>{2 * 4 * h * h, 2 * 4 * h * h}));
+}
+
 TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
   EXPECT_EQ(input_error_key(variant_doc({{"stage", 2}, {"zero_quantized_weights", true}})),
             "zero.zero_quantized_weights");
