@@ -57,7 +57,9 @@ Bytes Zero3Params::hpz_secondary_bytes() const {
   Bytes secondary = 0;
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     for (std::size_t u = 0; u < chunks_[c].size(); ++u) {
-      if (!residency_[c].persistent[u]) secondary += 2 * ceil_div(fetched(chunks_[c][u]), dp_subgroup_);
+      if (!residency_[c].persistent[u]) {
+        secondary += 2 * ceil_div(fetched(chunks_[c][u]), dp_subgroup_);
+      }
     }
   }
   return secondary;
@@ -209,7 +211,8 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
 
 // The elements of each all-gather call that fetches a unit: one call for the whole unit, or,
 // when the framework's hooks fetch modules one by one, one per module (the unit's small tensors
-// with the first). Each call pads its own pieces, as each parameter is partitioned on its own.
+// with the first, unless they persist). Each call pads its own pieces, as each parameter is
+// partitioned on its own.
 std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
   if (!policy_.gather_per_module || u.weights.size() < 2) return {fetched(u)};
   std::vector<std::int64_t> calls = u.weights;
