@@ -445,30 +445,28 @@ void recompute_rules(const Scenario& s, const Given& given) {
                      "is Megatron-core's --recompute-modules: needs parallel.framework megatron "
                      "and parallel.recompute selective");
   }
+  // DeepSpeed's CheckpointFunction (runtime/activation_checkpointing/checkpointing.py) handles
+  // the checkpoints of full recomputation: its options need both.
+  const auto deepspeed_checkpoints = [&](const char* key, const char* verb) {
+    if (s.parallel.framework != Framework::DeepSpeed)
+      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
+                            "deepspeed");
+    if (s.parallel.recompute != Recompute::Full)
+      throw InputError(key, std::string(verb) + " the checkpoints of full recomputation: needs "
+                                                "parallel.recompute full");
+  };
   if (s.parallel.cpu_checkpointing) {
-    // DeepSpeed's CheckpointFunction moves the checkpointed inputs
-    // (runtime/activation_checkpointing/checkpointing.py); zerosim simulates it without pipeline
-    // stages, whose in-flight micro-batches would multiply what the host holds.
-    const char* key = "parallel.cpu_checkpointing";
-    if (s.parallel.framework != Framework::DeepSpeed)
-      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
-                            "deepspeed");
-    if (s.parallel.recompute != Recompute::Full)
-      throw InputError(key, "moves the checkpoints of full recomputation: needs "
-                            "parallel.recompute full");
+    // Simulated without pipeline stages, whose in-flight micro-batches would multiply what the
+    // host holds.
+    deepspeed_checkpoints("parallel.cpu_checkpointing", "moves");
     if (s.parallel.pp > 1)
-      throw InputError(key, "is simulated without pipeline parallelism: needs parallel.pp 1");
+      throw InputError("parallel.cpu_checkpointing",
+                       "is simulated without pipeline parallelism: needs parallel.pp 1");
   }
+  // Splitting each checkpoint over the tensor-parallel group is a no-op at tp 1, as in DeepSpeed,
+  // where mp_size 1 neither splits nor gathers.
   if (s.parallel.partition_activations) {
-    // The same CheckpointFunction splits each checkpoint over the tensor-parallel group (a no-op
-    // at tp 1, as in DeepSpeed, where mp_size 1 neither splits nor gathers).
-    const char* key = "parallel.partition_activations";
-    if (s.parallel.framework != Framework::DeepSpeed)
-      throw InputError(key, "is DeepSpeed's activation checkpointing: needs parallel.framework "
-                            "deepspeed");
-    if (s.parallel.recompute != Recompute::Full)
-      throw InputError(key, "partitions the checkpoints of full recomputation: needs "
-                            "parallel.recompute full");
+    deepspeed_checkpoints("parallel.partition_activations", "partitions");
   }
   if (s.parallel.recompute != Recompute::SelectiveOp) return;
   const std::string what = "selective-op (torchtitan's op-level selective checkpointing)";

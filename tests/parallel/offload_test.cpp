@@ -193,6 +193,28 @@ TEST(Offload, OffloadedParametersComeInBeforeEveryGather) {
 // 2022, section 4.1); the forward copies it to the host before running the layer and the
 // backward copies it back before recomputing it, once per layer and micro-batch, on the compute
 // stream. The host holds every layer's checkpoint; the GPU no longer does between the passes.
+// Rank 0's checkpoint copies, each checked to move `each` bytes on the compute stream.
+struct CheckpointCopies {
+  int d2h = 0, h2d = 0;
+};
+CheckpointCopies checkpoint_copies(const Scenario& s, Bytes each) {
+  const TrainingPlan tp = build_training_plan(s, true);
+  CheckpointCopies n;
+  for (const Op& op : tp.plan.ops) {
+    if (op.rank != 0 || op.kind != OpKind::Copy) continue;
+    const Work& w = tp.works[op.work];
+    EXPECT_EQ(w.elements, each);
+    EXPECT_EQ(op.stream, Stream::Compute);
+    n.d2h += w.kind == WorkKind::DeviceToHost;
+    n.h2d += w.kind == WorkKind::HostToDevice;
+  }
+  return n;
+}
+
+Bytes activation_peak(const Scenario& s) {
+  return memory_report(s).memory.category_max[static_cast<int>(MemCategory::Activations)];
+}
+
 TEST(Offload, CpuCheckpointingMovesEachLayersCheckpointThroughTheHost) {
   const Bytes checkpoint = 2 * 128 * 64;  // s = 128, b = 1, h = 64
   json doc = tiny_doc(8, {{"stage", 3}}, 2);
@@ -200,29 +222,16 @@ TEST(Offload, CpuCheckpointingMovesEachLayersCheckpointThroughTheHost) {
   json offloaded = doc;
   offloaded["parallel"]["cpu_checkpointing"] = true;
   const Scenario s = resolve_scenario(offloaded);
-  const TrainingPlan tp = build_training_plan(s, true);
-  int d2h = 0, h2d = 0;
-  for (const Op& op : tp.plan.ops) {
-    if (op.rank != 0 || op.kind != OpKind::Copy) continue;
-    const Work& w = tp.works[op.work];
-    EXPECT_EQ(w.elements, checkpoint);
-    EXPECT_EQ(op.stream, Stream::Compute);
-    d2h += w.kind == WorkKind::DeviceToHost;
-    h2d += w.kind == WorkKind::HostToDevice;
-  }
-  EXPECT_EQ(d2h, 2 * 2);  // 2 layers x 2 micro-batches
-  EXPECT_EQ(h2d, 2 * 2);
-  const StepReport on = memory_report(s);
-  const StepReport off = memory_report(resolve_scenario(doc));
-  EXPECT_EQ(on.host_memory_per_node, 8 * 2 * checkpoint);
-  EXPECT_EQ(off.host_memory_per_node, 0);
-  const auto activations = [](const StepReport& r) {
-    return r.memory.category_max[static_cast<int>(MemCategory::Activations)];
-  };
+  const CheckpointCopies copies = checkpoint_copies(s, checkpoint);
+  EXPECT_EQ(copies.d2h, 2 * 2);  // 2 layers x 2 micro-batches
+  EXPECT_EQ(copies.h2d, 2 * 2);
+  const Scenario kept = resolve_scenario(doc);
+  EXPECT_EQ(memory_report(s).host_memory_per_node, 8 * 2 * checkpoint);
+  EXPECT_EQ(memory_report(kept).host_memory_per_node, 0);
   // At most both checkpoints fewer at the peak, at least one (the second layer's backward
   // holds its own checkpoint, not the first layer's).
-  EXPECT_LE(activations(on), activations(off) - checkpoint);
-  EXPECT_GE(activations(on), activations(off) - 2 * checkpoint);
+  EXPECT_LE(activation_peak(s), activation_peak(kept) - checkpoint);
+  EXPECT_GE(activation_peak(s), activation_peak(kept) - 2 * checkpoint);
 }
 
 // DeepSpeed's partition_activations (checkpointing.py: partition_activations,
@@ -250,30 +259,19 @@ TEST(Offload, PartitionedCheckpointsAreGatheredOverTheTpGroup) {
     ++gathers;
   }
   EXPECT_EQ(gathers, 2 * 2);  // 2 layers x 2 micro-batches
-  const auto activations = [](const Scenario& s) {
-    return memory_report(s).memory.category_max[static_cast<int>(MemCategory::Activations)];
-  };
   // At the peak (the last layer's recomputation) the other layer's checkpoint is held as half,
   // the recomputed one whole: half a checkpoint less, at most both halves.
-  const Bytes whole = activations(resolve_scenario(doc));
-  const Bytes split = activations(resolve_scenario(partitioned));
+  const Bytes whole = activation_peak(resolve_scenario(doc));
+  const Bytes split = activation_peak(resolve_scenario(partitioned));
   EXPECT_LE(split, whole - checkpoint / tp);
   EXPECT_GE(split, whole - checkpoint);
 
   json host = partitioned;
   host["parallel"]["cpu_checkpointing"] = true;
   const Scenario s = resolve_scenario(host);
-  const TrainingPlan copies = build_training_plan(s, true);
-  int d2h = 0, h2d = 0;
-  for (const Op& op : copies.plan.ops) {
-    if (op.rank != 0 || op.kind != OpKind::Copy) continue;
-    const Work& w = copies.works[op.work];
-    EXPECT_EQ(w.elements, checkpoint / tp);
-    d2h += w.kind == WorkKind::DeviceToHost;
-    h2d += w.kind == WorkKind::HostToDevice;
-  }
-  EXPECT_EQ(d2h, 2 * 2);
-  EXPECT_EQ(h2d, 2 * 2);
+  const CheckpointCopies copies = checkpoint_copies(s, checkpoint / tp);
+  EXPECT_EQ(copies.d2h, 2 * 2);
+  EXPECT_EQ(copies.h2d, 2 * 2);
   EXPECT_EQ(memory_report(s).host_memory_per_node, 8 * 2 * checkpoint / tp);
 }
 
