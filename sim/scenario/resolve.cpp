@@ -104,9 +104,16 @@ void context_parallel_rules(const Scenario& s) {
                                         std::to_string(s.model.seq_length) + ") into equal "
                                         "chunks, got cp " + std::to_string(p.cp));
   }
-  if (p.ep > 1)
-    throw InputError("parallel.cp", "context parallelism with expert parallelism is not "
-                                    "simulated yet; use cp 1 or ep 1");
+  // Megatron-core folds the expert layers' ranks apart from the attention's (MoE parallel
+  // folding, Liu et al. 2025, arXiv:2504.14960; parallel_state.py's expert rank generator,
+  // order tp-ep-dp-pp over the same tp x cp x dp ranks): an expert-parallel group is ep
+  // consecutive ranks of the cp-inner dp x cp grid, so it spans the CP ranks as it spans DP ones,
+  // and each rank dispatches the tokens of its own sequence chunk.
+  if (p.ep > 1 && p.framework != Framework::Megatron)
+    throw InputError("parallel.cp", "context parallelism with expert parallelism is simulated "
+                                    "for megatron (Megatron-core's MoE parallel folding); " +
+                                        to_string(p.framework) + " forms its groups otherwise; "
+                                        "use cp 1 or ep 1");
 }
 
 // Megatron-core's token dispatchers. Its flex dispatcher needs Megatron-core; the wire dtypes are
@@ -166,14 +173,20 @@ void expert_parallel_rules(Scenario& s) {
     throw InputError("parallel.sequence_parallel",
                      "expert parallelism with tp > 1 needs sequence parallelism (Megatron-core "
                      "requires it for MoE with TP); set it true, or tp 1");
-  if (s.experts_span_tp() && p.dp % (p.ep / p.tp) != 0)
-    throw InputError("parallel.ep", "must divide tp x dp (" + std::to_string(p.tp * p.dp) +
+  // With context parallelism the groups are carved from the dp x cp ranks (MoE parallel
+  // folding, context_parallel_rules).
+  const int dp_cp = p.dp_cp();
+  const std::string data_ranks = p.cp > 1 ? "dp x cp" : "dp";
+  if (s.experts_span_tp() && dp_cp % (p.ep / p.tp) != 0)
+    throw InputError("parallel.ep", "must divide tp x " + data_ranks + " (" +
+                                        std::to_string(p.tp * dp_cp) +
                                         "): with parallel.etp 1 the expert-parallel groups are ep "
-                                        "consecutive ranks of the tp x dp grid (Megatron-core's "
-                                        "MoE parallel folding); got " + std::to_string(p.ep));
-  if (!s.experts_span_tp() && p.dp % p.ep != 0)
-    throw InputError("parallel.ep", "must divide the data-parallel degree (" +
-                                        std::to_string(p.dp) + "): the expert-parallel groups are "
+                                        "consecutive ranks of the tp x " + data_ranks +
+                                        " grid (Megatron-core's MoE parallel folding); got " +
+                                        std::to_string(p.ep));
+  if (!s.experts_span_tp() && dp_cp % p.ep != 0)
+    throw InputError("parallel.ep", "must divide the data-parallel degree (" + data_ranks + " = " +
+                                        std::to_string(dp_cp) + "): the expert-parallel groups are "
                                         "consecutive DP ranks (with parallel.etp 1 and ep a "
                                         "multiple of tp they span the TP groups); got " +
                                         std::to_string(p.ep));
