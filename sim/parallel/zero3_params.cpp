@@ -184,6 +184,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
     const std::string unit_name = unit_op_name(u, backward ? "gather(bwd)" : "gather(fwd)");
     std::int32_t prev = -1;
     for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (calls[i] == 0) continue;
       const std::string name =
           calls.size() > 1 ? unit_name + " module " + std::to_string(i) : unit_name;
       const std::vector<std::int32_t> d = i == 0 ? deps : std::vector<std::int32_t>{prev};
@@ -204,6 +205,15 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
                              gathered_element_bytes(u) * piece * n, stream, name, d);
       }
     }
+    // With expert parallelism the routed experts are sharded over the ranks holding the same
+    // experts (torchtitan: the block's expert parameters on the efsdp mesh, the others on the
+    // dp mesh, distributed/fsdp.py), so they come in an all-gather over that group of their own.
+    if (const std::int64_t experts = expert_elements(u); experts > 0) {
+      const std::int64_t edp = s_.expert_dp();
+      prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
+                           gathered_element_bytes(u) * ceil_div(experts, edp) * edp, stream,
+                           unit_name + " experts", prev >= 0 ? std::vector<std::int32_t>{prev} : deps);
+    }
     fetch_op_[k] = prev;
     last_issued_ = prev;
   }
@@ -214,7 +224,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
 // with the first, unless they persist). Each call pads its own pieces, as each parameter is
 // partitioned on its own.
 std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
-  if (!policy_.gather_per_module || u.weights.size() < 2) return {fetched(u)};
+  if (!policy_.gather_per_module || u.weights.size() < 2) return {fetched(u) - expert_elements(u)};
   std::vector<std::int64_t> calls = u.weights;
   if (!smalls_persist(u)) calls[0] += small_tensor_elements(u);
   return calls;

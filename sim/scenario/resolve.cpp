@@ -109,11 +109,13 @@ void context_parallel_rules(const Scenario& s) {
   // order tp-ep-dp-pp over the same tp x cp x dp ranks): an expert-parallel group is ep
   // consecutive ranks of the cp-inner dp x cp grid, so it spans the CP ranks as it spans DP ones,
   // and each rank dispatches the tokens of its own sequence chunk.
-  if (p.ep > 1 && p.framework != Framework::Megatron)
+  // torchtitan lays its sparse mesh (efsdp, ep) over the same dp_shard x cp x tp ranks, ep
+  // innermost (distributed/parallel_dims.py build_mesh): the same groups.
+  if (p.ep > 1 && p.framework != Framework::Megatron && p.framework != Framework::Fsdp)
     throw InputError("parallel.cp", "context parallelism with expert parallelism is simulated "
-                                    "for megatron (Megatron-core's MoE parallel folding); " +
-                                        to_string(p.framework) + " forms its groups otherwise; "
-                                        "use cp 1 or ep 1");
+                                    "for megatron (Megatron-core's MoE parallel folding) and "
+                                    "fsdp (torchtitan); " + to_string(p.framework) +
+                                        " forms its groups otherwise; use cp 1 or ep 1");
 }
 
 // Megatron-core's token dispatchers. Its flex dispatcher needs Megatron-core; the wire dtypes are
@@ -153,7 +155,20 @@ void dispatcher_rules(Scenario& s) {
 void expert_parallel_rules(Scenario& s) {
   ParallelConfig& p = s.parallel;
   const ModelSpec& m = s.model;
-  if (p.etp == 0) p.etp = p.tp;
+  // torchtitan has no expert TP of its own: its expert-parallel groups are ep consecutive ranks
+  // of the dp_shard x cp x tp grid, tp innermost (distributed/parallel_dims.py), which is expert
+  // TP 1 when ep is a multiple of tp. Megatron-core's default expert TP is tp.
+  const bool torchtitan = p.framework == Framework::Fsdp && m.is_moe() && p.ep > 1 && p.tp > 1;
+  if (p.etp == 0) {
+    p.etp = torchtitan && p.ep % p.tp == 0 ? 1 : p.tp;
+    if (torchtitan && p.etp != 1)
+      s.warnings.push_back({"parallel.ep",
+                            std::to_string(p.ep) + ", not a multiple of tp " +
+                                std::to_string(p.tp) + ": torchtitan's expert-parallel groups "
+                                "would cut across TP groups; simulated with the experts split by TP as the dense "
+                                "layers are (ep a multiple of tp is simulated as torchtitan "
+                                "runs it)"});
+  }
   if (p.etp != p.tp && m.is_moe() && !s.experts_span_tp())
     s.warnings.push_back({"parallel.etp",
                           std::to_string(p.etp) + ": the expert layers are simulated with the "
@@ -191,10 +206,12 @@ void expert_parallel_rules(Scenario& s) {
                                         "multiple of tp they span the TP groups); got " +
                                         std::to_string(p.ep));
   const ZeroConfig& z = s.zero;
-  if (z.stage == 3)
-    throw InputError("parallel.ep", "expert parallelism with ZeRO stage 3 is not simulated yet; "
-                                    "allowed with stages 0-2 (Megatron's distributed optimizer "
-                                    "is stage 1)");
+  // torchtitan shards a block's routed experts over the ranks holding them and its other
+  // parameters over the dp x cp group (Zero3Params gathers each part over its group).
+  if (z.stage == 3 && p.framework != Framework::Fsdp)
+    throw InputError("parallel.ep", "expert parallelism with ZeRO stage 3 is simulated for fsdp "
+                                    "(torchtitan's FSDP2 with EP); allowed otherwise with stages "
+                                    "0-2 (Megatron's distributed optimizer is stage 1)");
   if (z.mics_shard_size > 0 || z.hpz_partition_size > 1 || z.quantized_gradients)
     throw InputError("parallel.ep", "expert parallelism with MiCS / hybrid sharding or ZeRO++ "
                                     "is not simulated yet; use ep 1");

@@ -229,6 +229,48 @@ TEST(expertParallel, ExpertTp1RefusalsAndWarnings) {
   EXPECT_EQ(s.warnings[0].key_path, "parallel.etp");
 }
 
+// FSDP (torchtitan) with expert parallelism: the routed experts are sharded over the dp / ep = 4
+// ranks holding them and the other parameters over all 8, so with nothing persistent or reused
+// each micro-batch gathers both parts for the forward and again for the backward and
+// reduce-scatters their gradients, each over its own group: 3m x 2 bytes x F(N-1)/N per part.
+TEST(expertParallel, FsdpShardsTheExpertsOverTheirGroup) {
+  for (int m : {1, 2}) {
+    json doc = moe_doc(8, {{"stage", 3},
+                           {"stage3_param_persistence_threshold", 0},
+                           {"stage3_max_reuse_distance", 0}},
+                       m, 2);
+    doc["parallel"]["framework"] = "fsdp";
+    const Scenario s = resolve_scenario(doc);
+    const Simulation sim = simulate_step(s);
+    const double expected = 3.0 * m * 2 * kDense * 7 / 8 + 3.0 * m * 2 * kLocalExperts * 3 / 4;
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected) << "m " << m;
+    const StagePlan& st = sim.plan.stages[0];
+    EXPECT_EQ(st.expert_partition, kLocalExperts / 4);
+    EXPECT_EQ(st.model_states.params, 2 * (kDense / 8 + kLocalExperts / 4));
+  }
+  // torchtitan's experts span the TP ranks (expert TP 1) when ep is a multiple of tp; otherwise
+  // they are split by TP, with a warning on the key.
+  json tp2 = moe_doc(8, {{"stage", 3}}, 1, 2);
+  tp2["parallel"]["framework"] = "fsdp";
+  tp2["parallel"]["tp"] = 2;
+  tp2["parallel"]["sequence_parallel"] = true;
+  const Scenario spans = resolve_scenario(tp2);
+  EXPECT_TRUE(spans.experts_span_tp());
+  EXPECT_TRUE(spans.warnings.empty());
+  tp2["parallel"]["tp"] = 4;
+  const Scenario split = resolve_scenario(tp2);
+  EXPECT_FALSE(split.experts_span_tp());
+  ASSERT_EQ(split.warnings.size(), 1u);
+  EXPECT_EQ(split.warnings[0].key_path, "parallel.ep");
+  tp2["parallel"]["framework"] = "megatron";
+  tp2["zero"]["stage"] = 1;
+  tp2["parallel"]["tp"] = 2;
+  EXPECT_FALSE(resolve_scenario(tp2).experts_span_tp());  // Megatron-core's default expert TP
+  // Other frameworks' stage 3 with experts is refused.
+  json deepspeed = moe_doc(8, {{"stage", 3}}, 1, 2);
+  EXPECT_EQ(input_error_key(deepspeed), "parallel.ep");
+}
+
 // Context parallelism beside expert parallelism, as Megatron-core folds them (arXiv:2504.14960):
 // 8 ranks, cp 2 and dp 4, ep 4. The expert-parallel groups are 4 consecutive ranks of the
 // cp-inner dp x cp grid, {0..3} and {4..7}, each spanning two CP pairs {0,1}, {2,3}, ...; a rank
@@ -269,7 +311,8 @@ TEST(expertParallel, ContextParallelRanksShareTheExpertGroups) {
 }
 
 // ep may use the CP ranks too: 8 experts over ep 8 on dp 4 x cp 2 or dp 2 x cp 4, not on
-// dp 2 x cp 2 (tp 2). DeepSpeed forms its Ulysses and expert groups otherwise: refused.
+// dp 2 x cp 2 (tp 2); under megatron and fsdp. DeepSpeed forms its Ulysses and expert groups
+// otherwise: refused.
 TEST(expertParallel, ContextParallelRefusalsNameTheKey) {
   json doc = moe_doc(8, {{"stage", 1}}, 1, 8);
   doc["model"]["moe"]["num_experts"] = 8;
@@ -282,6 +325,12 @@ TEST(expertParallel, ContextParallelRefusalsNameTheKey) {
   doc["parallel"]["tp"] = 2;
   doc["parallel"]["sequence_parallel"] = true;
   EXPECT_EQ(input_error_key(doc), "parallel.ep");
+  // torchtitan lays its expert mesh over the same ranks.
+  json fsdp = moe_doc(8, {{"stage", 3}}, 1, 4);
+  fsdp["parallel"]["framework"] = "fsdp";
+  fsdp["parallel"]["cp"] = 2;
+  EXPECT_EQ(input_error_key(fsdp), "(accepted)");
+  expect_folded_equals_all(fsdp);
   json ulysses = moe_doc(8, {{"stage", 1}}, 1, 2);
   ulysses["parallel"]["framework"] = "deepspeed";
   ulysses["parallel"]["cp"] = 2;
@@ -295,7 +344,6 @@ TEST(expertParallel, RefusesWhatItDoesNotSimulate) {
     return input_error_key(moe_doc(8, {{"stage", 1}}, 1, ep), edit);
   };
   EXPECT_EQ(with(3, [](json&) {}), "parallel.ep");  // 3 does not divide 4 experts
-  EXPECT_EQ(with(2, [](json& d) { d["zero"]["stage"] = 3; }), "parallel.ep");
   // Megatron-core runs MoE under TP only with sequence parallelism.
   EXPECT_EQ(with(2, [](json& d) { d["parallel"]["tp"] = 2; }), "parallel.sequence_parallel");
   EXPECT_EQ(with(2, [](json& d) { d["model"].erase("moe"); }), "parallel.ep");
