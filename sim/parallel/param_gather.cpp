@@ -49,39 +49,55 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
   }
 }
 
-std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& units) const {
+std::int64_t ParamGather::elements_of(const Unit& u, Part part) const {
+  const std::int64_t experts = s_.parallel.ep > 1 ? u.expert_params : 0;
+  return part == Part::Experts ? experts : u.params - experts;
+}
+
+std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& units,
+                                                      Part part) const {
   const std::int64_t limit = policy_.grads.bucket_limit;
   // A bucket closes once it reaches the limit.
   std::vector<Bucket> out;
   std::int64_t filled = 0;
   std::size_t start = 0;
+  bool open = false;
   for (std::size_t i = 0; i < units.size(); ++i) {
-    filled += units[i].params;
-    if (filled >= limit || i + 1 == units.size()) {
+    const std::int64_t elements = elements_of(units[i], part);
+    if (elements == 0) continue;
+    if (!open) start = i;
+    open = true;
+    filled += elements;
+    if (filled >= limit) {
       out.push_back({start, filled});
-      start = i + 1;
       filled = 0;
+      open = false;
     }
   }
+  if (open) out.push_back({start, filled});
   return out;
 }
 
-std::int32_t ParamGather::in_forward(int chunk, const std::vector<Bucket>& buckets, std::size_t u,
-                                     std::int32_t current, std::int32_t start) {
+std::int32_t ParamGather::in_forward(int chunk, Part part, const std::vector<Bucket>& buckets,
+                                     std::size_t u, std::int32_t current, std::int32_t start) {
+  if (buckets.empty() || u < buckets[0].first_unit) return current;
   std::size_t b = 0;
   while (b + 1 < buckets.size() && buckets[b + 1].first_unit <= u) ++b;
   if (buckets[b].first_unit != u) return current;  // inside a bucket already waited for
-  const std::int64_t dp = s_.parallel.dp_cp();
+  const bool experts = part == Part::Experts;
+  const std::int64_t n = experts ? s_.expert_dp() : s_.parallel.dp_cp();
   auto gather = [&](std::size_t i, const std::vector<std::int32_t>& deps) {
-    return e_.collective(Peer::Dp, CollectiveKind::AllGather,
-                         2 * ceil_div(buckets[i].elements, dp) * dp, Stream::DpComm,
-                         "param all_gather (overlapped) bucket " + std::to_string(i) + " c" +
+    return e_.collective(experts ? Peer::Edp : Peer::Dp, CollectiveKind::AllGather,
+                         2 * ceil_div(buckets[i].elements, n) * n, Stream::DpComm,
+                         std::string(experts ? "expert " : "") +
+                             "param all_gather (overlapped) bucket " + std::to_string(i) + " c" +
                              std::to_string(chunk),
                          deps);
   };
-  if (b == 0) next_gather_ = gather(0, {start});
-  const std::int32_t mine = next_gather_;
-  if (b + 1 < buckets.size()) next_gather_ = gather(b + 1, {mine});
+  std::int32_t& next = next_gather_[static_cast<int>(part)];
+  if (b == 0) next = gather(0, {start});
+  const std::int32_t mine = next;
+  if (b + 1 < buckets.size()) next = gather(b + 1, {mine});
   return mine;
 }
 

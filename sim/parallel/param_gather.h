@@ -29,14 +29,19 @@ class ParamGather {
   // pre-hooks, param_and_grad_buffer.py finish_param_sync). Buckets follow the gradient buckets'
   // size, in forward order. In the steady state this step's gathers bring the previous step's
   // update.
+  // With expert parallelism the routed experts have buffers and buckets of their own, gathered
+  // over the expert-data-parallel group, in a chain of their own (Megatron-core's
+  // expert_parallel_bucket_groups, each list chained by next_param_gather_bucket_group).
   struct Bucket {
     std::size_t first_unit;
     std::int64_t elements;
   };
-  std::vector<Bucket> buckets(const std::vector<Unit>& units) const;
-  // The gather unit u's forward waits for; `current` is the one the previous unit waited for,
-  // `start` what the first gather of the chunk follows.
-  std::int32_t in_forward(int chunk, const std::vector<Bucket>& buckets, std::size_t u,
+  enum class Part : std::uint8_t { Dense, Experts };
+  // The buckets of one part, over the units holding some of it.
+  std::vector<Bucket> buckets(const std::vector<Unit>& units, Part part) const;
+  // The gather of `part` unit u's forward waits for; `current` is the one the previous unit
+  // waited for, `start` what the first gather of the chunk follows.
+  std::int32_t in_forward(int chunk, Part part, const std::vector<Bucket>& buckets, std::size_t u,
                           std::int32_t current, std::int32_t start);
 
  private:
@@ -45,7 +50,9 @@ class ParamGather {
   const FrameworkPolicy& policy_;
   const StagePlan& info_;
   int dp_subgroup_;
-  std::int32_t next_gather_ = -1;
+  std::int64_t elements_of(const Unit& u, Part part) const;
+
+  std::int32_t next_gather_[2] = {-1, -1};
 };
 
 }  // namespace zerosim::plan_detail

@@ -166,7 +166,11 @@ StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
   if (s_.zero.stage == 3) zero3_.begin_forward(chunk, first_forward);
   f.prev = last_compute_;
   f.gather_params = first_forward && policy_.params.gather_in_next_forward;
-  if (f.gather_params) f.buckets = params_.buckets(chunks_[chunk]);
+  if (f.gather_params) {
+    for (const auto part : {ParamGather::Part::Dense, ParamGather::Part::Experts}) {
+      f.buckets[static_cast<int>(part)] = params_.buckets(chunks_[chunk], part);
+    }
+  }
   return f;
 }
 
@@ -183,8 +187,12 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
     }
   }
   if (f.gather_params) {
-    f.bucket_gather = params_.in_forward(f.chunk, f.buckets, u, f.bucket_gather, last_compute_);
-    deps.push_back(f.bucket_gather);
+    for (const auto part : {ParamGather::Part::Dense, ParamGather::Part::Experts}) {
+      const int i = static_cast<int>(part);
+      f.bucket_gather[i] =
+          params_.in_forward(f.chunk, part, f.buckets[i], u, f.bucket_gather[i], last_compute_);
+      deps.push_back(f.bucket_gather[i]);
+    }
   }
   if (unit.forward == WorkKind::AttentionForward) {
     // DeepSpeed's CheckpointFunction.forward keeps this rank's share of the layer's checkpointed

@@ -51,9 +51,11 @@ class StageBuilder {
     int mb = 0, chunk = 0;
     std::string suffix;
     std::int32_t prev = -1;  // the pass's last compute op (or exchange it must wait for)
+    // Megatron's --overlap-param-gather: the buckets of the dense parameters and of the routed
+    // experts (expert parallelism), and the gather of each that the last unit waited for.
     bool gather_params = false;
-    std::vector<ParamGather::Bucket> buckets{};
-    std::int32_t bucket_gather = -1;
+    std::vector<ParamGather::Bucket> buckets[2]{};
+    std::int32_t bucket_gather[2] = {-1, -1};
     bool combined = false;      // in a combined 1F1B step: all-to-alls on their own stream
     QueuedExchange combine{};   // the last MoE layer's combine, issued when the pass goes on
   };

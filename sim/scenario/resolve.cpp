@@ -218,9 +218,6 @@ void expert_parallel_rules(Scenario& s) {
   if (z.offload_optimizer != OffloadDevice::None)
     throw InputError("parallel.ep", "expert parallelism with optimizer offload is not simulated "
                                     "yet; use ep 1");
-  if (p.overlap_param_gather)
-    throw InputError("parallel.ep", "expert parallelism with overlap_param_gather is not "
-                                    "simulated yet; use ep 1 or overlap_param_gather false");
   dispatcher_rules(s);
 }
 

@@ -271,6 +271,50 @@ TEST(expertParallel, FsdpShardsTheExpertsOverTheirGroup) {
   EXPECT_EQ(input_error_key(deepspeed), "parallel.ep");
 }
 
+// Megatron's --overlap-param-gather with expert parallelism: the routed experts have buckets of
+// their own, gathered over the dp / ep = 4 ranks holding them during the next forward, the
+// other parameters' over all 8. The bytes are those of the gathers after the step it replaces,
+// 2 bytes x F(N-1)/N per part; an MoE block's forward waits for its experts' bucket.
+TEST(expertParallel, OverlappedParameterGathersKeepTheExpertsApart) {
+  auto doc = [](bool overlap) {
+    json d = moe_doc(8, {{"stage", 1}}, 1, 2);
+    d["parallel"]["framework"] = "megatron";
+    d["parallel"]["overlap_param_gather"] = overlap;
+    return d;
+  };
+  const Simulation after_step = simulate_step(resolve_scenario(doc(false)));
+  const Simulation overlapped = simulate_step(resolve_scenario(doc(true)));
+  const double gathers = 2.0 * kDense * 7 / 8 + 2.0 * kLocalExperts * 3 / 4;
+  EXPECT_NEAR(after_step.report.comm_bytes_per_gpu[0], overlapped.report.comm_bytes_per_gpu[0],
+              1e-9 * gathers);
+  const TrainingPlan plan = build_training_plan(resolve_scenario(doc(true)), true);
+  const Plan& p = plan.plan;
+  auto named = [&](OpId op, const std::string& prefix) {
+    return p.names[static_cast<std::size_t>(p.ops[op].name)].rfind(prefix, 0) == 0;
+  };
+  const std::string expert_gather = "expert param all_gather (overlapped)";
+  double expert_bytes = 0;
+  int expert_gathers = 0;
+  bool waits_for_experts = false;
+  for (OpId op = 0; op < p.ops.size(); ++op) {
+    if (p.ops[op].rank != 0) continue;
+    if (named(op, expert_gather)) {
+      ++expert_gathers;
+      expert_bytes += static_cast<double>(p.ops[op].bytes);
+    }
+    if (named(op, "fwd moe L0")) {
+      for (std::uint32_t d = 0; d < p.ops[op].dep_count; ++d) {
+        waits_for_experts |= named(p.deps[p.ops[op].dep_begin + d], expert_gather);
+      }
+    }
+  }
+  // Both layers' experts (2 x 8320 x 2) fit one 40M-element bucket: one gather of the 4 ranks'
+  // pieces.
+  EXPECT_EQ(expert_gathers, 1);
+  EXPECT_EQ(expert_bytes, 2.0 * kLocalExperts);
+  EXPECT_TRUE(waits_for_experts);
+}
+
 // Context parallelism beside expert parallelism, as Megatron-core folds them (arXiv:2504.14960):
 // 8 ranks, cp 2 and dp 4, ep 4. The expert-parallel groups are 4 consecutive ranks of the
 // cp-inner dp x cp grid, {0..3} and {4..7}, each spanning two CP pairs {0,1}, {2,3}, ...; a rank
