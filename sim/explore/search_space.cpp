@@ -34,7 +34,6 @@ constexpr OwnedKey kOwnedKeys[] = {
     {"parallel.pp", "--pp N or --max-pp N"},
     {"parallel.dp", "--tp and --pp (dp = GPUs / (tp x pp))"},
     {"parallel.cp", "zerosim simulate or sweep (the search does not try context parallelism yet)"},
-    {"parallel.ep", "zerosim simulate or sweep (the search does not try expert parallelism yet)"},
     {"parallel.virtual_stages", "nothing: the search tries 1 and 2"},
     {"parallel.recompute", "nothing: the search tries none, selective and full"},
     {"zero.stage", "--zero-stages"},

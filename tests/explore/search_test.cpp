@@ -300,11 +300,24 @@ TEST(SearchConstraints, ImpossibleOnesAreRefusedNamingTheFlag) {
   // of 8 GPUs).
   expect_refused(with([](SearchOptions& x) { x.sets = {"zero.mics_shard_size=3"}; }),
                  "zero.mics_shard_size", "every candidate layout was rejected");
-  // Context and expert parallelism are not searched: refused, not ignored.
+  // Context parallelism is not searched: refused, not ignored.
   expect_refused(with([](SearchOptions& x) { x.sets = {"parallel.cp=2"}; }), "--set",
                  "context parallelism");
-  expect_refused(with([](SearchOptions& x) { x.sets = {"parallel.ep=2"}; }), "--set",
-                 "expert parallelism");
+}
+
+// An expert-parallel degree given with --set holds for every layout: each result exchanges its
+// tokens over EP groups; a degree no layout takes is refused on its own key.
+TEST(SearchConstraints, ExpertParallelismIsKeptFixed) {
+  SearchOptions o = search_of("mixtral-8x7b", "dgx-h100", 2, 32);
+  o.zero_stages = {1};
+  o.tp = 1;
+  o.pp = 1;
+  o.sets = {"parallel.ep=8"};
+  const SearchOutcome out = run_search(o);
+  ASSERT_FALSE(out.ranked.empty());
+  for (const SearchResult& r : out.ranked) EXPECT_GT(r.report.comm_bytes_per_gpu[3], 0);
+  o.sets = {"parallel.ep=3"};
+  expect_refused(o, "parallel.ep", "every candidate layout was rejected");
 }
 
 TEST(SearchHeadroom, PercentagesAndFractions) {
