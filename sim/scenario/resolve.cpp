@@ -105,8 +105,8 @@ void context_parallel_rules(const Scenario& s) {
                                         "chunks, got cp " + std::to_string(p.cp));
   }
   // Megatron-core folds the expert layers' ranks apart from the attention's (MoE parallel
-  // folding, Liu et al. 2025, arXiv:2504.14960; parallel_state.py's expert rank generator,
-  // order tp-ep-dp-pp over the same tp x cp x dp ranks): an expert-parallel group is ep
+  // folding, Liu et al. 2025, arXiv:2504.14960; parallel_state.py's expert rank generator, order
+  // tp-cp-ep-dp-pp with cp 1, over the same tp x cp x dp ranks): an expert-parallel group is ep
   // consecutive ranks of the cp-inner dp x cp grid, so it spans the CP ranks as it spans DP ones,
   // and each rank dispatches the tokens of its own sequence chunk.
   // torchtitan lays its sparse mesh (efsdp, ep) over the same dp_shard x cp x tp ranks, ep
