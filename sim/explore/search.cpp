@@ -274,8 +274,16 @@ SearchOutcome run_search(const SearchOptions& o) {
   out.gpus = cluster.num_gpus();
   out.memory_limit = static_cast<std::int64_t>(
       std::floor(static_cast<double>(cluster.gpu.hbm_bytes) * (1.0 - o.memory_headroom)));
+  // A context-parallel degree given with --set holds for every layout (a value the scenario
+  // checks refuse is left to them: every layout is then rejected on its key).
+  const json& parallel = base.contains("parallel") ? base.at("parallel") : json::object();
+  if (parallel.contains("cp") && parallel.at("cp").is_number_integer() &&
+      parallel.at("cp").get<std::int64_t>() > 1 &&
+      out.gpus % parallel.at("cp").get<std::int64_t>() == 0) {
+    out.cp = parallel.at("cp").get<int>();
+  }
   out.all = enumerate_candidates(o, static_cast<int>(model.num_attention_heads), model.num_layers,
-                                 cluster.gpus_per_node, out.gpus);
+                                 cluster.gpus_per_node, out.gpus, out.cp);
   out.candidates = out.all.size();
   Search search(o, base, out, cluster.gpu.hbm_bytes);
   if (o.exhaustive) {
@@ -309,9 +317,10 @@ std::vector<GapComponent> explain_gap(const StepReport& best, const StepReport& 
 std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
   std::string s;
   char line[512];
-  std::snprintf(line, sizeof line, "search: %s on %d x %s (%d GPUs), global batch %lld\n",
+  std::snprintf(line, sizeof line, "search: %s on %d x %s (%d GPUs), global batch %lld%s\n",
                 o.model.c_str(), o.nodes, o.cluster.c_str(), out.gpus,
-                static_cast<long long>(o.global_batch_size));
+                static_cast<long long>(o.global_batch_size),
+                out.cp > 1 ? (", cp " + std::to_string(out.cp)).c_str() : "");
   s += line;
   std::string pruned;
   if (!o.exhaustive) {
@@ -385,6 +394,7 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
               {"pp", given(o.pp)},
               {"max_tp", given(o.max_tp)},
               {"max_pp", given(o.max_pp)},
+              {"cp", out.cp},
               {"seq_length", o.seq_length ? json(o.seq_length) : json(nullptr)},
               {"zero_stages", o.zero_stages},
               {"memory_headroom", o.memory_headroom},

@@ -98,6 +98,7 @@ struct SearchResult {
 
 struct SearchOutcome {
   int gpus = 0;
+  int cp = 1;  // the context-parallel degree a --set of parallel.cp holds fixed
   std::int64_t memory_limit = 0;  // bytes a layout's peak may reach: (1 - headroom) x HBM
   std::size_t candidates = 0, invalid = 0, does_not_fit = 0, pruned = 0, simulated = 0;
   // Layouts that fit the GPU but not the headroom (by the screen, or the full simulation).
@@ -120,9 +121,9 @@ double parse_headroom(const std::string& text);
 
 // The enumerated candidates (structurally possible splits within the constraints; the scenario
 // checks come later), in the order ties are broken by. InputError naming the constraint when
-// the constraints leave none.
+// the constraints leave none. With context parallelism cp (held fixed), dp = GPUs / (tp x pp x cp).
 std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, std::int64_t layers,
-                                            int gpus_per_node, int gpus);
+                                            int gpus_per_node, int gpus, int cp = 1);
 
 SearchOutcome run_search(const SearchOptions& o);
 

@@ -33,7 +33,6 @@ constexpr OwnedKey kOwnedKeys[] = {
     {"parallel.tp", "--tp N or --max-tp N"},
     {"parallel.pp", "--pp N or --max-pp N"},
     {"parallel.dp", "--tp and --pp (dp = GPUs / (tp x pp))"},
-    {"parallel.cp", "zerosim simulate or sweep (the search does not try context parallelism yet)"},
     {"parallel.virtual_stages", "nothing: the search tries 1 and 2"},
     {"parallel.recompute", "nothing: the search tries none, selective and full"},
     {"zero.stage", "--zero-stages"},
@@ -79,12 +78,12 @@ std::vector<int> pp_values(const SearchOptions& o, std::int64_t layers) {
 }
 
 std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::int64_t layers,
-                                        int gpus_per_node, int gpus) {
+                                        int gpus_per_node, int gpus, int cp) {
   std::vector<Candidate> out;
   for (int tp : tp_values(o, heads, gpus_per_node)) {
     for (int pp : pp_values(o, layers)) {
-      if (gpus % (tp * pp) != 0) continue;
-      const int dp = gpus / (tp * pp);
+      if (gpus % (tp * pp * cp) != 0) continue;
+      const int dp = gpus / (tp * pp * cp);
       if (o.global_batch_size % dp != 0) continue;
       const std::int64_t per_dp = o.global_batch_size / dp;
       for (int vs : {1, 2}) {
@@ -240,13 +239,15 @@ double parse_headroom(const std::string& text) {
 }
 
 std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, std::int64_t layers,
-                                            int gpus_per_node, int gpus) {
+                                            int gpus_per_node, int gpus, int cp) {
   check_degrees(o, heads, layers, gpus);
-  std::vector<Candidate> out = enumerate_within(o, heads, layers, gpus_per_node, gpus);
+  std::vector<Candidate> out = enumerate_within(o, heads, layers, gpus_per_node, gpus, cp);
   if (!out.empty()) return out;
+  const std::string split = cp > 1 ? "tp x pp x cp (cp " + std::to_string(cp) + ")" : "tp x pp";
   const std::string why = "with " + std::to_string(gpus) + " GPUs and a global batch of " +
-                          std::to_string(o.global_batch_size) +
-                          ", tp x pp must divide the GPUs and dp = GPUs / (tp x pp) the batch";
+                          std::to_string(o.global_batch_size) + ", " + split +
+                          " must divide the GPUs and dp = GPUs / (" +
+                          (cp > 1 ? "tp x pp x cp" : "tp x pp") + ") the batch";
   // Name the constraint that empties the space: the one whose removal alone refills it, or
   // all of them when none or several do.
   std::vector<std::string> given, culprits;
@@ -257,7 +258,7 @@ std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, s
     SearchOptions relaxed = o;
     relaxed.*d.field = 0;
     const std::vector<Candidate> without =
-        enumerate_within(relaxed, heads, layers, gpus_per_node, gpus);
+        enumerate_within(relaxed, heads, layers, gpus_per_node, gpus, cp);
     if (without.empty()) continue;
     culprits.push_back(given.back());
     culprit_flag = d.flag;

@@ -300,9 +300,28 @@ TEST(SearchConstraints, ImpossibleOnesAreRefusedNamingTheFlag) {
   // of 8 GPUs).
   expect_refused(with([](SearchOptions& x) { x.sets = {"zero.mics_shard_size=3"}; }),
                  "zero.mics_shard_size", "every candidate layout was rejected");
-  // Context parallelism is not searched: refused, not ignored.
-  expect_refused(with([](SearchOptions& x) { x.sets = {"parallel.cp=2"}; }), "--set",
-                 "context parallelism");
+}
+
+// A context-parallel degree given with --set holds for every layout: dp = GPUs / (tp x pp x cp),
+// the global batch is dp x micro-batch x steps, and each result passes keys and values around
+// its CP ring; a degree that does not divide the GPUs is refused on the scenario's key.
+TEST(SearchConstraints, ContextParallelismIsKeptFixed) {
+  SearchOptions o = llama7b_one_node();
+  o.zero_stages = {1};
+  o.top = 3;
+  o.sets = {"parallel.framework=megatron", "parallel.cp=2"};
+  const SearchOutcome out = run_search(o);
+  EXPECT_EQ(out.cp, 2);
+  ASSERT_FALSE(out.ranked.empty());
+  for (const Candidate& c : out.all) EXPECT_EQ(c.tp * c.pp * c.dp * 2, 8);
+  for (const SearchResult& r : out.ranked) {
+    EXPECT_GT(r.report.comm_bytes_per_gpu[4], 0);
+    EXPECT_NEAR(r.report.tokens_per_s * r.report.step_time_s, 32.0 * 4096, 1e-6);
+  }
+  EXPECT_EQ(search_json(o, out)["constraints"]["cp"], 2);
+  EXPECT_NE(search_text(o, out).find("global batch 32, cp 2"), std::string::npos);
+  o.sets = {"parallel.framework=megatron", "parallel.cp=3"};
+  expect_refused(o, "parallel", "every candidate layout was rejected");
 }
 
 // An expert-parallel degree given with --set holds for every layout: each result exchanges its
