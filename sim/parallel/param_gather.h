@@ -45,14 +45,15 @@ class ParamGather {
                           std::int32_t current, std::int32_t start);
 
  private:
+  // A unit's elements of one part: its routed experts (with ep > 1), or the others.
+  std::int64_t elements_of(const Unit& u, Part part) const;
+
   Emitter& e_;
   const Scenario& s_;
   const FrameworkPolicy& policy_;
   const StagePlan& info_;
   int dp_subgroup_;
-  std::int64_t elements_of(const Unit& u, Part part) const;
-
-  std::int32_t next_gather_[2] = {-1, -1};
+  std::int32_t next_gather_[2] = {-1, -1};  // the next bucket's gather of each part
 };
 
 }  // namespace zerosim::plan_detail

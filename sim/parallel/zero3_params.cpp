@@ -210,9 +210,10 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
     // dp mesh, distributed/fsdp.py), so they come in an all-gather over that group of their own.
     if (const std::int64_t experts = expert_elements(u); experts > 0) {
       const std::int64_t edp = s_.expert_dp();
+      const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
       prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
                            gathered_element_bytes(u) * ceil_div(experts, edp) * edp, stream,
-                           unit_name + " experts", prev >= 0 ? std::vector<std::int32_t>{prev} : deps);
+                           unit_name + " experts", after);
     }
     fetch_op_[k] = prev;
     last_issued_ = prev;

@@ -165,9 +165,9 @@ void expert_parallel_rules(Scenario& s) {
       s.warnings.push_back({"parallel.ep",
                             std::to_string(p.ep) + ", not a multiple of tp " +
                                 std::to_string(p.tp) + ": torchtitan's expert-parallel groups "
-                                "would cut across TP groups; simulated with the experts split by TP as the dense "
-                                "layers are (ep a multiple of tp is simulated as torchtitan "
-                                "runs it)"});
+                                "would cut across TP groups; simulated with the experts split "
+                                "by TP as the dense layers are (ep a multiple of tp is "
+                                "simulated as torchtitan runs it)"});
   }
   if (p.etp != p.tp && m.is_moe() && !s.experts_span_tp())
     s.warnings.push_back({"parallel.etp",
