@@ -276,11 +276,10 @@ SearchOutcome run_search(const SearchOptions& o) {
       std::floor(static_cast<double>(cluster.gpu.hbm_bytes) * (1.0 - o.memory_headroom)));
   // A context-parallel degree given with --set holds for every layout (a value the scenario
   // checks refuse is left to them: every layout is then rejected on its key).
-  const json& parallel = base.contains("parallel") ? base.at("parallel") : json::object();
-  if (parallel.contains("cp") && parallel.at("cp").is_number_integer() &&
-      parallel.at("cp").get<std::int64_t>() > 1 &&
-      out.gpus % parallel.at("cp").get<std::int64_t>() == 0) {
-    out.cp = parallel.at("cp").get<int>();
+  const json cp = base.contains("parallel") ? base.at("parallel").value("cp", json(1)) : json(1);
+  if (cp.is_number_integer() && cp.get<std::int64_t>() > 1 &&
+      out.gpus % cp.get<std::int64_t>() == 0) {
+    out.cp = cp.get<int>();
   }
   out.all = enumerate_candidates(o, static_cast<int>(model.num_attention_heads), model.num_layers,
                                  cluster.gpus_per_node, out.gpus, out.cp);

@@ -70,7 +70,7 @@ void GradientReducer::flush_experts(std::int32_t produced_by) {
 }
 
 void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_by) {
-  if (const std::int64_t experts = reduced_as_experts(u); experts > 0) {
+  if (const std::int64_t experts = expert_group_params(s_, u); experts > 0) {
     // (Expert parallelism runs with stages 0-2, which hook a unit's gradients as one.)
     expert_gradients_ready(experts, produced_by);
     gradient_ready(u.params - experts, produced_by);
@@ -212,7 +212,7 @@ void GradientReducer::reduce_after_flush(const std::vector<std::vector<Unit>>& c
   setup_buckets(true);
   for (const auto& chunk_units : chunks) {
     for (const Unit& unit : chunk_units) {
-      const std::int64_t experts = reduced_as_experts(unit);
+      const std::int64_t experts = expert_group_params(s_, unit);
       if (experts > 0) expert_gradients_ready(experts, after);
       gradient_ready(unit.params - experts, after);
     }

@@ -50,10 +50,6 @@ class GradientReducer {
   void setup_buckets(bool accumulating);
   void flush(std::int32_t produced_by);
   void flush_experts(std::int32_t produced_by);
-  // Of a unit's parameters, those reduced over the expert-data-parallel group.
-  std::int64_t reduced_as_experts(const Unit& u) const {
-    return s_.parallel.ep > 1 ? u.expert_params : 0;
-  }
   void flush_elements(std::int64_t elements, std::int32_t produced_by);
   std::int32_t reduce_bucket(std::int64_t elements, const std::string& name,
                              const std::vector<std::int32_t>& deps);

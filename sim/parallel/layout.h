@@ -33,6 +33,13 @@ struct Unit {
 // The elements of a unit's small tensors: its parameters outside its modules' weights.
 std::int64_t small_tensor_elements(const Unit& u);
 
+// Of a unit's parameters, the routed experts that live on the expert-data-parallel group (with
+// ep > 1: their gradients reduced, partitions gathered and shards fetched over it); 0 without
+// expert parallelism, where they are ordinary parameters.
+inline std::int64_t expert_group_params(const Scenario& s, const Unit& u) {
+  return s.parallel.ep > 1 ? u.expert_params : 0;
+}
+
 // "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.
 std::string unit_op_name(const Unit& u, const char* pass);
 

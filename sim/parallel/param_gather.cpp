@@ -50,7 +50,7 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
 }
 
 std::int64_t ParamGather::elements_of(const Unit& u, Part part) const {
-  const std::int64_t experts = s_.parallel.ep > 1 ? u.expert_params : 0;
+  const std::int64_t experts = expert_group_params(s_, u);
   return part == Part::Experts ? experts : u.params - experts;
 }
 

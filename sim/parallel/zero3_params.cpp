@@ -208,7 +208,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
     // With expert parallelism the routed experts are sharded over the ranks holding the same
     // experts (torchtitan: the block's expert parameters on the efsdp mesh, the others on the
     // dp mesh, distributed/fsdp.py), so they come in an all-gather over that group of their own.
-    if (const std::int64_t experts = expert_elements(u); experts > 0) {
+    if (const std::int64_t experts = expert_group_params(s_, u); experts > 0) {
       const std::int64_t edp = s_.expert_dp();
       const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
       prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
@@ -225,7 +225,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
 // with the first, unless they persist). Each call pads its own pieces, as each parameter is
 // partitioned on its own.
 std::vector<std::int64_t> Zero3Params::gather_calls(const Unit& u) const {
-  if (!policy_.gather_per_module || u.weights.size() < 2) return {fetched(u) - expert_elements(u)};
+  if (!policy_.gather_per_module || u.weights.size() < 2) return {fetched(u) - expert_group_params(s_, u)};
   std::vector<std::int64_t> calls = u.weights;
   if (!smalls_persist(u)) calls[0] += small_tensor_elements(u);
   return calls;

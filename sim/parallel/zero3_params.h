@@ -87,12 +87,8 @@ class Zero3Params {
   void issue_fetches(int chunk, std::size_t use, std::int32_t hook_after);
   std::int32_t per_parameter_gather(const Unit& u, bool backward, std::int32_t after);
   // The elements of each all-gather over the DP group that fetches a unit (its routed experts
-  // apart, expert_elements).
+  // apart, expert_group_params).
   std::vector<std::int64_t> gather_calls(const Unit& u) const;
-  // The unit's routed experts, gathered over the expert-data-parallel group (ep > 1).
-  std::int64_t expert_elements(const Unit& u) const {
-    return s_.parallel.ep > 1 ? u.expert_params : 0;
-  }
 
   Emitter& e_;
   const Scenario& s_;
