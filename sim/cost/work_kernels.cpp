@@ -12,15 +12,67 @@ std::vector<Gemm> block_gemms(const LayerWork& layer, bool attention) {
                    : std::vector<Gemm>(split, layer.gemms.end());
 }
 
-// Transformer Engine runs a layer's linears in FP8: each GEMM's 16-bit input is cast to FP8
-// first (read 2 bytes, write 1 per element of its m x k input; ASSUMPTION: the amax reduction and
-// the weights' casts, once per step, are neglected).
-void run_in_fp8(WorkKernels& k) {
+// HBM bytes per element of the FP8 casts around a layer's linear GEMMs (fp8 training).
+struct Fp8CastBytes {
+  double input = 0;        // forward: each GEMM's m x k input
+  double weight = 0;       // each pass: each GEMM's k x n weight
+  double grad_output = 0;  // backward: each GEMM's m x n output gradient
+  double saved_input = 0;  // backward: each GEMM's input, cast again from its saved 16 bits
+};
+
+// Transformer Engine (Megatron-core, the other frameworks' TE layers): one quantization reads the
+// 16-bit tensor (2 B) and writes, in the same kernel, the row-wise data this pass's GEMM takes and
+// the column-wise data (transposed on Hopper) the weight-gradient GEMM takes, 1 B each: the input
+// in forward (transformer_engine/pytorch/module/linear.py at d0067d0: the input quantizer's usage
+// is row-wise and column-wise when the backward needs the input, which keeps the column-wise
+// data), the output gradient in backward (module/base.py grad_output_preprocess: fused cast and
+// transpose). Current scaling (tensorwise) first reads the tensor for its amax
+// (csrc/quantizer.cpp, Float8CurrentScalingQuantizer::quantize_impl: nvte_compute_amax, then
+// nvte_quantize_v2); delayed scaling takes the scale from earlier steps' amax and records the
+// amax in the cast itself; mxfp8 writes an E8M0 scale per 32 elements of each copy and blockwise
+// an fp32 scale per 128 (both with the data, in one pass). The weights are cast at a step's first
+// micro-batch and cached for the others (Megatron passes is_first_microbatch): not counted.
+// ASSUMPTION: a cast fused into the norm before it (LayerNormLinear), and the row-wise-only cast
+// before a sequence-parallel all-gather with its column-wise cast in backward, are counted as the
+// plain cast; current scaling's all-reduce of such an input's amax over the TP group (one float,
+// linear.py set_quantizer_amax_reduction_group) is not simulated.
+// torchao's Float8Linear (framework fsdp: torchtitan) keeps the 16-bit input for backward and
+// casts every operand where it is used, each an amax pass and a cast (read 2 + read 2 + write 1
+// = 5 B: torchao/float8/float8_linear.py at 36027d8, matmul_with_hp_or_float8_args): forward the
+// input and the weight; backward the output gradient twice (for the input gradient and, in the
+// other layout, for the weight gradient), the weight again and the saved input. With FP8
+// all-gathers (training.fp8_param_gather) the weight arrives in FP8, cast on its shard before the
+// gather, and is not cast again.
+Fp8CastBytes fp8_cast_bytes(const Scenario& s) {
+  if (s.parallel.framework == Framework::Fsdp) {
+    return {5, s.training.fp8_param_gather ? 0.0 : 5.0, 10, 5};
+  }
+  double per_usage = 1;
+  switch (s.training.fp8_recipe) {
+    case Fp8Recipe::Mxfp8: per_usage += 1.0 / 32; break;
+    case Fp8Recipe::Blockwise: per_usage += 4.0 / 128; break;
+    case Fp8Recipe::Delayed:
+    case Fp8Recipe::Tensorwise: break;
+  }
+  const double amax = s.training.fp8_recipe == Fp8Recipe::Tensorwise ? 2 : 0;
+  const double cast = amax + 2 + 2 * per_usage;
+  return {cast, 0, cast, 0};
+}
+
+// A layer block's linears run in FP8: their GEMMs at FP8 rates, after the casts of this pass.
+void run_in_fp8(WorkKernels& k, const Scenario& s, bool backward) {
+  const Fp8CastBytes per = fp8_cast_bytes(s);
+  double bytes = 0;
   for (Gemm& g : k.gemms) {
     g.fp8 = true;
-    *k.elementwise_bytes += 3.0 * static_cast<double>(g.m) * static_cast<double>(g.k) *
-                            static_cast<double>(g.count);
+    const double count = static_cast<double>(g.count);
+    const double in = static_cast<double>(g.m) * static_cast<double>(g.k) * count;
+    const double weight = static_cast<double>(g.k) * static_cast<double>(g.n) * count;
+    const double out = static_cast<double>(g.m) * static_cast<double>(g.n) * count;
+    bytes += per.weight * weight +
+             (backward ? per.grad_output * out + per.saved_input * in : per.input * in);
   }
+  k.fp8_cast_bytes = bytes;
 }
 
 }  // namespace
@@ -81,12 +133,13 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       break;
     default: break;  // optimizer steps, copies, quantization, host work: priced elsewhere
   }
-  if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) run_in_fp8(k);
+  if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) run_in_fp8(k, s, backward);
   k.part = part;
   if (part == BackwardPart::Weight) {
     k.attention_flops.reset();
     if (k.elementwise_bytes) k.elementwise_bytes = 0.0;
     k.once_bytes = 0;
+    k.fp8_cast_bytes = 0;  // B cast the output gradient for both GEMMs
   }
   return k;
 }
@@ -101,7 +154,7 @@ WorkKernels op_checkpoint_recompute(WorkKind backward_kind, const Scenario& s,
     if (mm.attention == attention && !mm.saved) k.gemms.push_back(mm.gemm);
   }
   k.elementwise_bytes = layer.elementwise_bytes / 2;
-  if (s.training.precision == Precision::Fp8) run_in_fp8(k);
+  if (s.training.precision == Precision::Fp8) run_in_fp8(k, s, false);
   return k;
 }
 

@@ -26,6 +26,10 @@ struct WorkKernels {
   // Layer blocks only: HBM bytes of one pass of the block's elementwise kernels (norm,
   // activation, softmax, dropout, residual), half the layer's.
   std::optional<double> elementwise_bytes;
+  // fp8 training, layer blocks only: HBM bytes of this pass's FP8 casts (amax passes, casts and
+  // their transposes) around the block's linear GEMMs, by recipe (work_kernels.cpp); a backward
+  // counts its own, not twice the forward's.
+  double fp8_cast_bytes = 0;
   // HBM bytes moved once whatever the pass: the head's fp32 cross-entropy over the
   // vocab-parallel logits and the final norm, or the embedding's row gather.
   double once_bytes = 0;

@@ -109,8 +109,10 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
             o["part"] = w.part == BackwardPart::Input ? "input_grad" : "weight_grad";
           }
           o["gemms"] = gemms_json(gemm_launches(k));
-          // Backward moves the block's elementwise traffic twice.
-          if (k.elementwise_bytes) o["elementwise_bytes"] = *k.elementwise_bytes * k.passes;
+          // Backward moves the block's elementwise traffic twice; fp8 adds this pass's casts.
+          if (k.elementwise_bytes) {
+            o["elementwise_bytes"] = *k.elementwise_bytes * k.passes + k.fp8_cast_bytes;
+          }
           if (k.attention_flops) o["attention_flops"] = *k.attention_flops;
           if (w.kind == WorkKind::OptimizerStep) o["elements"] = w.elements;
           // Memory-bound work priced by its HBM bytes: the replay moves as many.

@@ -393,6 +393,19 @@ void add_training_keys(std::vector<KeySpec>& t) {
                        FIELD(training.precision))
                   .flag("precision", "bf16, fp16 or fp8 (sets training.precision)")
                   .in_cases("training.precision"));
+  KeySpec recipe = enum_key("training.fp8_recipe", nullptr, kFp8RecipeNames,
+                            "fp8 only: how FP8 tensors are scaled (Megatron-core's --fp8-recipe): "
+                            "delayed (the default; amax history), tensorwise (current scaling; "
+                            "the default and only choice under fsdp, torchao's Float8Linear), "
+                            "mxfp8 (Blackwell) or blockwise (1x128 / 128x128 tiles)",
+                            FIELD(training.fp8_recipe));
+  recipe.echo = [](const Scenario& s) {
+    return s.training.precision == Precision::Fp8
+               ? json(name_of(kFp8RecipeNames, s.training.fp8_recipe))
+               : json();
+  };
+  recipe.in_cases("training.fp8_recipe");
+  t.push_back(std::move(recipe));
   t.push_back(bool_key("training.fp8_param_gather", false,
                        "fp8 with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8 "
                        "(torchao's enable_fsdp_float8_all_gather; Megatron's --fp8-param-gather "

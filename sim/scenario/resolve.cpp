@@ -419,13 +419,36 @@ void batch_rules(Scenario& s, const Given& given) {
   }
 }
 
-void precision_rules(const Scenario& s) {
+void precision_rules(Scenario& s, const Given& given) {
   try {
     (void)s.cluster.gpu.peak_tflops(s.training.precision);
   } catch (const std::invalid_argument&) {
     throw InputError("training.precision", s.cluster.gpu.name + " has no " +
                                                to_string(s.training.precision) +
                                                " tensor cores; use another precision");
+  }
+  const char* key = "training.fp8_recipe";
+  if (s.training.precision != Precision::Fp8) {
+    // Megatron reads --fp8-recipe and leaves it unused without --fp8-format.
+    if (given(key)) {
+      s.warnings.push_back({key, "not used: training.precision is " +
+                                     to_string(s.training.precision) + ", not fp8"});
+    }
+    return;
+  }
+  const bool torchao = s.parallel.framework == Framework::Fsdp;
+  if (!given(key)) s.training.fp8_recipe = torchao ? Fp8Recipe::Tensorwise : Fp8Recipe::Delayed;
+  if (torchao && s.training.fp8_recipe != Fp8Recipe::Tensorwise) {
+    throw InputError(key, "fsdp runs FP8 as torchao's Float8Linear (torchtitan), whose recipe "
+                          "zerosim simulates is tensorwise; allowed under fsdp: tensorwise");
+  }
+  // Transformer Engine's check_mxfp8_support: compute capability 10.x (Blackwell).
+  if (s.training.fp8_recipe == Fp8Recipe::Mxfp8 &&
+      s.cluster.gpu.generation != GpuGeneration::Blackwell) {
+    throw InputError(key, "mxfp8 needs a Blackwell GPU (Transformer Engine: compute capability "
+                          "10.0); " + s.cluster.gpu.name + " is " +
+                              to_string(s.cluster.gpu.generation) +
+                              "; allowed: delayed, tensorwise, blockwise");
   }
 }
 
@@ -772,7 +795,7 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
     parallel_rules(s, given);
     pipeline_rules(s, given);
     batch_rules(s, given);
-    precision_rules(s);
+    precision_rules(s, given);
     zero_rules(s, given);
     megatron_rules(s, given);
     sharding_variant_rules(s);

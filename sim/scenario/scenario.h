@@ -90,6 +90,16 @@ inline constexpr EnumName<CommDtype> kSeqCommDtypeNames[] = {
 // core, embedding and output layer in bf16).
 inline constexpr EnumName<Precision> kTrainingPrecisionNames[] = {
     {Precision::Bf16, "bf16"}, {Precision::Fp16, "fp16"}, {Precision::Fp8, "fp8"}};
+// How fp8 training scales its FP8 tensors (Megatron-core's --fp8-recipe, Transformer Engine's
+// recipes): delayed, one scale per tensor from the amax history of earlier steps; tensorwise
+// (current scaling), one scale per tensor from its own amax; mxfp8 (Blackwell), an 8-bit
+// exponent per 32 elements; blockwise, fp32 scales per 1 x 128 activation and 128 x 128 weight
+// tile (DeepSeek-V3's). torchao's Float8Linear (torchtitan, framework fsdp) scales tensorwise.
+enum class Fp8Recipe { Delayed, Tensorwise, Mxfp8, Blockwise };
+inline constexpr EnumName<Fp8Recipe> kFp8RecipeNames[] = {{Fp8Recipe::Delayed, "delayed"},
+                                                          {Fp8Recipe::Tensorwise, "tensorwise"},
+                                                          {Fp8Recipe::Mxfp8, "mxfp8"},
+                                                          {Fp8Recipe::Blockwise, "blockwise"}};
 // The 16-bit dtype of a step's weights, activations and gradients (bf16 under fp8 training).
 inline Precision sixteen_bit(Precision p) { return p == Precision::Fp8 ? Precision::Bf16 : p; }
 inline constexpr EnumName<Recompute> kRecomputeNames[] = {
@@ -105,6 +115,7 @@ struct TrainingConfig {
   std::int64_t global_batch_size = 0;
   std::int64_t gradient_accumulation_steps = 1;  // micro-batches per step per DP rank
   Precision precision = Precision::Bf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::Delayed;  // fp8 only; tensorwise under fsdp (torchao)
   bool flash_attention = true;
   // The experts' GEMMs of an MoE layer run as one grouped GEMM (Megatron-core's
   // --moe-grouped-gemm) rather than one launch per expert (DeepSpeed-MoE's and transformers'

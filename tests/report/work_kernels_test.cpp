@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/work_kernels.h"
@@ -181,76 +182,162 @@ TEST(workKernels, HostDispatchBoundsSmallLayerBlocks) {
   }
 }
 
-// fp8 training (Transformer Engine): a layer's linear GEMMs run in FP8, each after a cast of its
-// 16-bit input to FP8 (3 bytes per input element: read 2, write 1); the head's logits stay
-// 16-bit; an A100 has no FP8 tensor cores.
-TEST(workKernels, Fp8RunsTheLayersLinearsInFp8) {
-  auto with = [](const char* precision, const char* cluster) {
-    return resolve_scenario({{"model", "gpt3-1.3b"},
-                             {"cluster", {{"preset", cluster}, {"nodes", 1}}},
-                             {"training", {{"micro_batch_size", 2}, {"precision", precision}}},
-                             {"parallel", {{"tp", 2}, {"framework", "megatron"}}}});
+// fp8 training: a layer's linear GEMMs run in FP8 after casts whose HBM bytes depend on who
+// casts and how it scales. Transformer Engine quantizes each GEMM's input in forward and each
+// output gradient in backward, reading 2 bytes and writing a row-wise and a column-wise byte per
+// element, in one pass: 4 B (delayed), plus a 2-byte amax read first (tensorwise), plus a scale
+// per 32 elements of each copy (mxfp8: 1 B) or per 128 (blockwise: 4 B), both 4 + 1/16. torchao
+// (fsdp) casts with an amax pass each (5 B): forward the input and the weight; backward the output
+// gradient twice, the weight and the saved input. GPT-3 1.3B at micro-batch 2, TP 2: 4,096
+// tokens; QKV 2,048 -> 3,072 and the out-projection 1,024 -> 2,048, fc1 2,048 -> 4,096 and fc2
+// 4,096 -> 2,048 (per TP rank). The head's logits stay 16-bit; an A100 has no FP8 tensor cores.
+TEST(workKernels, Fp8CastsArePricedByRecipe) {
+  auto with = [](const char* precision, const char* cluster, const char* recipe = nullptr,
+                 const char* framework = "megatron") {
+    json training = {{"micro_batch_size", 2}, {"precision", precision}};
+    if (recipe) training["fp8_recipe"] = recipe;
+    json doc = {{"model", "gpt3-1.3b"},
+                {"cluster", {{"preset", cluster}, {"nodes", 1}}},
+                {"training", training},
+                {"parallel", {{"tp", 2}, {"framework", framework}}}};
+    if (std::string(framework) == "fsdp") doc["zero"] = {{"stage", 3}};
+    return resolve_scenario(doc);
   };
-  const Scenario bf16 = with("bf16", "dgx-h100"), fp8 = with("fp8", "dgx-h100");
-  const LayerWork layer = layer_work(fp8, false);
-  for (WorkKind k : {WorkKind::AttentionForward, WorkKind::MlpBackward}) {
-    const WorkKernels a = work_kernels(k, bf16, layer), b = work_kernels(k, fp8, layer);
-    double cast = 0;
-    for (const Gemm& g : b.gemms) {
-      EXPECT_TRUE(g.fp8);
-      cast += 3.0 * static_cast<double>(g.m) * static_cast<double>(g.k) * static_cast<double>(g.count);
+  const double tokens = 4096;
+  const double attention_in = tokens * (2048 + 1024), attention_out = tokens * (3072 + 2048);
+  const double mlp_in = tokens * (2048 + 4096), mlp_out = tokens * (4096 + 2048);
+  const double attention_w = 2048.0 * 3072 + 1024.0 * 2048, mlp_w = 2 * 2048.0 * 4096;
+  const Scenario bf16 = with("bf16", "dgx-h100");
+  const LayerWork layer = layer_work(bf16, false);
+  const struct {
+    const char* recipe;
+    const char* cluster;
+    double per_element;
+  } te[] = {{"delayed", "dgx-h100", 4},
+            {"tensorwise", "dgx-h100", 6},
+            {"blockwise", "dgx-h100", 4 + 1.0 / 16},
+            {"mxfp8", "dgx-b200", 4 + 1.0 / 16}};
+  for (const auto& r : te) {
+    const Scenario fp8 = with("fp8", r.cluster, r.recipe);
+    const Scenario base = with("bf16", r.cluster);
+    const LayerWork l = layer_work(fp8, false);
+    const double want[] = {attention_in, attention_out, mlp_in, mlp_out};
+    int i = 0;
+    for (WorkKind k : {WorkKind::AttentionForward, WorkKind::AttentionBackward,
+                       WorkKind::MlpForward, WorkKind::MlpBackward}) {
+      const WorkKernels a = work_kernels(k, base, layer_work(base, false));
+      const WorkKernels b = work_kernels(k, fp8, l);
+      for (const Gemm& g : b.gemms) EXPECT_TRUE(g.fp8);
+      EXPECT_DOUBLE_EQ(*b.elementwise_bytes, *a.elementwise_bytes) << r.recipe;
+      EXPECT_DOUBLE_EQ(a.fp8_cast_bytes, 0);
+      EXPECT_DOUBLE_EQ(b.fp8_cast_bytes, r.per_element * want[i++]) << r.recipe;
     }
-    EXPECT_DOUBLE_EQ(*b.elementwise_bytes, *a.elementwise_bytes + cast);
   }
-  for (const Gemm& g : work_kernels(WorkKind::HeadForward, fp8, layer).gemms) EXPECT_FALSE(g.fp8);
+  const Scenario torchao = with("fp8", "dgx-h100", nullptr, "fsdp");
+  EXPECT_EQ(torchao.training.fp8_recipe, Fp8Recipe::Tensorwise);
+  const LayerWork tl = layer_work(torchao, false);
+  EXPECT_DOUBLE_EQ(work_kernels(WorkKind::AttentionForward, torchao, tl).fp8_cast_bytes,
+                   5 * (attention_in + attention_w));
+  EXPECT_DOUBLE_EQ(work_kernels(WorkKind::MlpBackward, torchao, tl).fp8_cast_bytes,
+                   10 * mlp_out + 5 * (mlp_w + mlp_in));
+  // FP8 all-gathers bring the weights in FP8: no weight casts.
+  json gathered = torchao.resolved;
+  gathered["training"]["fp8_param_gather"] = true;
+  const Scenario g = resolve_scenario(gathered);
+  EXPECT_DOUBLE_EQ(work_kernels(WorkKind::AttentionForward, g, tl).fp8_cast_bytes,
+                   5 * attention_in);
+  EXPECT_DOUBLE_EQ(work_kernels(WorkKind::MlpBackward, g, tl).fp8_cast_bytes,
+                   10 * mlp_out + 5 * mlp_in);
+  const Scenario delayed = with("fp8", "dgx-h100");
+  EXPECT_EQ(delayed.training.fp8_recipe, Fp8Recipe::Delayed);
+  for (const Gemm& g : work_kernels(WorkKind::HeadForward, delayed, layer).gemms) {
+    EXPECT_FALSE(g.fp8);
+  }
   EXPECT_THROW(with("fp8", "dgx-a100-80gb"), InputError);
-  // MFU against the 16-bit peak: the same model FLOPs in less time.
-  const StepReport rb = simulate_step(bf16).report, rf = simulate_step(fp8).report;
+  // MFU against the 16-bit peak: the same model FLOPs in less time; current scaling's amax
+  // passes cost time.
+  const StepReport rb = simulate_step(bf16).report, rf = simulate_step(delayed).report;
   EXPECT_LT(rf.step_time_s, rb.step_time_s);
   EXPECT_NEAR(rf.mfu / rb.mfu, rb.step_time_s / rf.step_time_s, 1e-9);
+  EXPECT_GT(simulate_step(with("fp8", "dgx-h100", "tensorwise")).report.step_time_s,
+            rf.step_time_s);
+}
+
+// The recipe is Transformer Engine's (Megatron's --fp8-recipe) or torchao's: mxfp8 needs a
+// Blackwell GPU, fsdp scales tensorwise only, and a recipe without fp8 is read and not used.
+TEST(workKernels, Fp8RecipeRefusalsNameTheKey) {
+  auto resolve = [](const char* precision, const char* cluster, const char* recipe,
+                    const char* framework) {
+    json doc = {{"model", "gpt3-1.3b"},
+                {"cluster", {{"preset", cluster}, {"nodes", 1}}},
+                {"training", {{"precision", precision}, {"fp8_recipe", recipe}}},
+                {"parallel", {{"framework", framework}}}};
+    if (std::string(framework) == "fsdp") doc["zero"] = {{"stage", 3}};
+    return resolve_scenario(doc);
+  };
+  for (const auto& [cluster, recipe, framework] :
+       {std::tuple{"dgx-h100", "mxfp8", "megatron"}, std::tuple{"dgx-h100", "delayed", "fsdp"},
+        std::tuple{"dgx-b200", "mxfp8", "fsdp"}}) {
+    try {
+      (void)resolve("fp8", cluster, recipe, framework);
+      ADD_FAILURE() << recipe << " under " << framework << " on " << cluster << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.key_path(), "training.fp8_recipe");
+    }
+  }
+  EXPECT_EQ(resolve("fp8", "dgx-b200", "mxfp8", "megatron").training.fp8_recipe, Fp8Recipe::Mxfp8);
+  const Scenario bf16 = resolve("bf16", "dgx-h100", "tensorwise", "megatron");
+  ASSERT_EQ(bf16.warnings.size(), 1u);
+  EXPECT_EQ(bf16.warnings.front().key_path, "training.fp8_recipe");
+  EXPECT_FALSE(bf16.resolved["training"].contains("fp8_recipe"));
+  EXPECT_EQ(resolve("fp8", "dgx-h100", "blockwise", "megatron").resolved["training"]["fp8_recipe"],
+            "blockwise");
 }
 
 TEST(workKernels, ZeroBubbleSplitMovesKernelsWithoutAddingAny) {
   // A zero-bubble schedule's B and W of a layer block launch between them exactly the whole
   // backward's GEMMs (the dgrads in B, the wgrads in W) and, where the GPU and not the host's
   // dispatch bounds the block (micro-batch 8), cost what it costs: the split moves work, it
-  // creates none. Recomputation runs in B (W uses what B recomputed).
+  // creates none. Recomputation runs in B (W uses what B recomputed), and so do fp8's casts of
+  // the output gradient (B casts it for both GEMMs).
   for (const char* recompute : {"none", "selective", "full"}) {
     for (const char* model : {"gpt3-1.3b", "mixtral-8x7b"}) {
-      const Scenario s = resolve_scenario(
-          {{"model", model},
-           {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
-           {"training", {{"micro_batch_size", 8}, {"gradient_accumulation_steps", 4},
-                         {"moe_grouped_gemm", false}}},
-           {"parallel", {{"tp", 2}, {"pp", 2}, {"ep", std::string(model) == "gpt3-1.3b" ? 1 : 2},
-                         {"sequence_parallel", true}, {"recompute", recompute},
-                         {"framework", "megatron"}, {"pipeline_schedule", "zero-bubble"}}},
-           {"zero", {{"stage", 1}}},
-           {"sim", {{"allow_oom", true}}}});
-      const TrainingPlan plan = build_training_plan(s, true);
-      const ComputeCost cost(s, plan);
-      for (WorkKind kind : {WorkKind::AttentionBackward, WorkKind::MlpBackward,
-                            WorkKind::MoeBackward}) {
-        int of[kNumBackwardParts] = {-1, -1, -1};
-        for (int w = 0; w < static_cast<int>(plan.works.size()); ++w) {
-          if (plan.works[w].kind == kind) of[static_cast<int>(plan.works[w].part)] = w;
-        }
-        if (of[0] < 0) continue;  // a dense model has no MoE block
-        ASSERT_GE(of[1], 0);
-        ASSERT_GE(of[2], 0);
-        const double whole = cost.work_seconds(of[0]);
-        EXPECT_NEAR(cost.work_seconds(of[1]) + cost.work_seconds(of[2]), whole, 1e-12 * whole)
-            << model << " " << recompute << " kind " << static_cast<int>(kind);
-        EXPECT_GT(cost.work_seconds(of[2]), 0);
-        const LayerWork layer = layer_work(s, kind == WorkKind::MoeBackward);
-        std::multiset<std::string> split, all;
-        for (BackwardPart part : {BackwardPart::Input, BackwardPart::Weight}) {
-          for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer, part))) {
-            split.insert(g.name);
+      for (const char* precision : {"bf16", "fp8"}) {
+        const Scenario s = resolve_scenario(
+            {{"model", model},
+             {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+             {"training", {{"micro_batch_size", 8}, {"gradient_accumulation_steps", 4},
+                           {"moe_grouped_gemm", false}, {"precision", precision}}},
+             {"parallel", {{"tp", 2}, {"pp", 2}, {"ep", std::string(model) == "gpt3-1.3b" ? 1 : 2},
+                           {"sequence_parallel", true}, {"recompute", recompute},
+                           {"framework", "megatron"}, {"pipeline_schedule", "zero-bubble"}}},
+             {"zero", {{"stage", 1}}},
+             {"sim", {{"allow_oom", true}}}});
+        const TrainingPlan plan = build_training_plan(s, true);
+        const ComputeCost cost(s, plan);
+        for (WorkKind kind : {WorkKind::AttentionBackward, WorkKind::MlpBackward,
+                              WorkKind::MoeBackward}) {
+          int of[kNumBackwardParts] = {-1, -1, -1};
+          for (int w = 0; w < static_cast<int>(plan.works.size()); ++w) {
+            if (plan.works[w].kind == kind) of[static_cast<int>(plan.works[w].part)] = w;
           }
+          if (of[0] < 0) continue;  // a dense model has no MoE block
+          ASSERT_GE(of[1], 0);
+          ASSERT_GE(of[2], 0);
+          const double whole = cost.work_seconds(of[0]);
+          EXPECT_NEAR(cost.work_seconds(of[1]) + cost.work_seconds(of[2]), whole, 1e-12 * whole)
+              << model << " " << recompute << " kind " << static_cast<int>(kind);
+          EXPECT_GT(cost.work_seconds(of[2]), 0);
+          const LayerWork layer = layer_work(s, kind == WorkKind::MoeBackward);
+          std::multiset<std::string> split, all;
+          for (BackwardPart part : {BackwardPart::Input, BackwardPart::Weight}) {
+            for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer, part))) {
+              split.insert(g.name);
+            }
+          }
+          for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer))) all.insert(g.name);
+          EXPECT_EQ(split, all);
         }
-        for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer))) all.insert(g.name);
-        EXPECT_EQ(split, all);
       }
     }
   }
