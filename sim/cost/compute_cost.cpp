@@ -106,10 +106,13 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
       t = std::max(bytes_seconds(static_cast<double>(work.elements)) + c_.kernel_overhead_s * kernels,
                    c_.host_op_s * kernels);
     } else if (work.kind == WorkKind::OptimizerStep) {
+      // Adam reads and writes its state once: a smaller state (precision-aware optimizer) moves
+      // fewer bytes than the fp32 master weights and moments the default counts.
+      const double bytes_per_param = c_.optimizer_bytes_per_param -
+                                     2.0 * static_cast<double>(12 - s.optimizer_state_bytes_per_param());
       t = (s.sim.adam_params_per_s > 0
                ? static_cast<double>(work.elements) / s.sim.adam_params_per_s
-               : static_cast<double>(work.elements) * c_.optimizer_bytes_per_param /
-                     hbm_bytes_per_s_) +
+               : static_cast<double>(work.elements) * bytes_per_param / hbm_bytes_per_s_) +
           c_.kernel_overhead_s * 4;
     } else {
       // The GPU cannot run a block faster than the host dispatches its ops (eager PyTorch).

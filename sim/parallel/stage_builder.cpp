@@ -29,11 +29,13 @@ void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunk
     info.dp_partition = ceil_div(phi - experts, s.parallel.dp_cp()) + info.expert_partition;
   }
   // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
-  // fp32 master weights and Adam moments per parameter, partitioned by stage.
+  // fp32 master weights and Adam moments per parameter (fewer with Megatron-core's
+  // precision-aware optimizer), partitioned by stage.
   const int zs = s.zero.stage;
   info.model_states.params = 2 * (zs == 3 ? info.dp_partition : phi);
   info.model_states.grads = grads.bytes_per_element * (zs >= 2 ? info.dp_partition : phi);
-  info.model_states.optimizer_states = 12 * (zs >= 1 ? info.dp_partition : phi);
+  info.model_states.optimizer_states =
+      s.optimizer_state_bytes_per_param() * (zs >= 1 ? info.dp_partition : phi);
   // ZeRO-Offload moves the fp32 master weights, the Adam moments and (stages 2/3) the gradient
   // partition to the host; offload_param moves the stage-3 16-bit partition there too.
   if (offloads_optimizer(s)) {

@@ -406,6 +406,44 @@ void add_training_keys(std::vector<KeySpec>& t) {
   };
   recipe.in_cases("training.fp8_recipe");
   t.push_back(std::move(recipe));
+  {
+    // Megatron-core's precision-aware optimizer: the flag echoed under framework megatron, the
+    // settings where it is on.
+    const std::size_t first = t.size();
+    t.push_back(bool_key("training.use_precision_aware_optimizer", false,
+                         "megatron with the distributed optimizer: Megatron-core's "
+                         "--use-precision-aware-optimizer (Transformer Engine's FusedAdam keeps "
+                         "the master weights and Adam moments in the dtypes below)",
+                         FIELD(training.precision_aware_optimizer))
+                    .in_cases("training.use_precision_aware_optimizer"));
+    t.push_back(enum_key("training.main_params_dtype", "fp32", kMainParamsDtypeNames,
+                         "master weights' dtype (--main-params-dtype; precision-aware optimizer)",
+                         FIELD(training.main_params_dtype))
+                    .in_cases("training.main_params_dtype"));
+    t.push_back(enum_key("training.exp_avg_dtype", "fp32", kMomentDtypeNames,
+                         "Adam's first moment's dtype (--exp-avg-dtype; precision-aware "
+                         "optimizer)",
+                         FIELD(training.exp_avg_dtype))
+                    .in_cases("training.exp_avg_dtype"));
+    t.push_back(enum_key("training.exp_avg_sq_dtype", "fp32", kMomentDtypeNames,
+                         "Adam's second moment's dtype (--exp-avg-sq-dtype; precision-aware "
+                         "optimizer)",
+                         FIELD(training.exp_avg_sq_dtype))
+                    .in_cases("training.exp_avg_sq_dtype"));
+    t.push_back(bool_key("training.store_param_remainders", true,
+                         "precision-aware optimizer with bf16 weights and master weights "
+                         "Transformer Engine keeps: only their low 16 bits stored (Megatron-core's "
+                         "store_param_remainders)",
+                         FIELD(training.store_param_remainders))
+                    .in_cases("training.store_param_remainders"));
+    for (std::size_t i = first; i < t.size(); ++i) {
+      t[i].echo = [echo = t[i].echo, flag = i == first](const Scenario& s) {
+        const bool shown = flag ? s.parallel.framework == Framework::Megatron
+                                : s.training.precision_aware_optimizer;
+        return shown ? echo(s) : json();
+      };
+    }
+  }
   t.push_back(bool_key("training.fp8_param_gather", false,
                        "fp8 with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8 "
                        "(torchao's enable_fsdp_float8_all_gather; Megatron's --fp8-param-gather "

@@ -646,6 +646,31 @@ void megatron_rules(Scenario& s, const Given& given) {
     if (s.model.mtp_num_layers > 1)
       throw InputError(key, "supports at most one MTP layer (Megatron-core asserts it)");
   }
+  // Megatron-core's precision-aware optimizer: its asserts (optimizer_config.py __post_init__
+  // and optimizer/__init__.py at d98e8a6): the dtypes need the flag, the flag the distributed
+  // optimizer (zerosim's megatron stage 1 or 2).
+  const TrainingConfig& t = s.training;
+  const char* pao = "training.use_precision_aware_optimizer";
+  if (t.precision_aware_optimizer && p.framework != Framework::Megatron)
+    throw InputError(pao, "is Megatron-core's (Transformer Engine's FusedAdam): needs "
+                          "parallel.framework megatron");
+  if (!t.precision_aware_optimizer) {
+    const std::pair<const char*, StateDtype> dtypes[] = {
+        {"training.main_params_dtype", t.main_params_dtype},
+        {"training.exp_avg_dtype", t.exp_avg_dtype},
+        {"training.exp_avg_sq_dtype", t.exp_avg_sq_dtype}};
+    for (const auto& [key, dtype] : dtypes) {
+      if (dtype != StateDtype::Fp32)
+        throw InputError(key, "can only be fp32 without " + std::string(pao) +
+                                  " (Megatron-core asserts it)");
+    }
+  } else {
+    if (zs != 1 && zs != 2)
+      throw InputError(pao, "only with the distributed optimizer (Megatron-core raises "
+                            "otherwise): needs zero.stage 1 or 2, got " + std::to_string(zs));
+    if (s.zero.offload_optimizer != OffloadDevice::None)
+      throw InputError(pao, "with an offloaded optimizer is not simulated");
+  }
   if (!given("parallel.grad_reduce_in_fp32"))
     p.grad_reduce_in_fp32 = p.framework == Framework::Megatron &&
                             sixteen_bit(s.training.precision) == Precision::Bf16;

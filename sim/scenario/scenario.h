@@ -100,6 +100,19 @@ inline constexpr EnumName<Fp8Recipe> kFp8RecipeNames[] = {{Fp8Recipe::Delayed, "
                                                           {Fp8Recipe::Tensorwise, "tensorwise"},
                                                           {Fp8Recipe::Mxfp8, "mxfp8"},
                                                           {Fp8Recipe::Blockwise, "blockwise"}};
+// The dtype Megatron-core's precision-aware optimizer (Transformer Engine's FusedAdam) keeps an
+// optimizer tensor in: --main-params-dtype takes fp32 or fp16, --exp-avg-dtype and
+// --exp-avg-sq-dtype fp32, fp16, bf16 or fp8.
+enum class StateDtype { Fp32, Fp16, Bf16, Fp8 };
+inline constexpr EnumName<StateDtype> kMainParamsDtypeNames[] = {{StateDtype::Fp32, "fp32"},
+                                                                 {StateDtype::Fp16, "fp16"}};
+inline constexpr EnumName<StateDtype> kMomentDtypeNames[] = {{StateDtype::Fp32, "fp32"},
+                                                             {StateDtype::Fp16, "fp16"},
+                                                             {StateDtype::Bf16, "bf16"},
+                                                             {StateDtype::Fp8, "fp8"}};
+inline int bytes_of(StateDtype d) {
+  return d == StateDtype::Fp32 ? 4 : d == StateDtype::Fp8 ? 1 : 2;
+}
 // The 16-bit dtype of a step's weights, activations and gradients (bf16 under fp8 training).
 inline Precision sixteen_bit(Precision p) { return p == Precision::Fp8 ? Precision::Bf16 : p; }
 inline constexpr EnumName<Recompute> kRecomputeNames[] = {
@@ -128,6 +141,15 @@ struct TrainingConfig {
   // fp8 training with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8, 1 byte per element
   // (torchao's enable_fsdp_float8_all_gather under FSDP2, as torchtitan sets it).
   bool fp8_param_gather = false;
+  // Megatron-core's precision-aware optimizer (--use-precision-aware-optimizer): the distributed
+  // optimizer's master weights and Adam moments in the dtypes below, and with bf16 weights and
+  // fp32 master weights that Transformer Engine manages, only their low 16 bits stored
+  // (store_param_remainders). Scenario::optimizer_state_bytes_per_param says what that comes to.
+  bool precision_aware_optimizer = false;
+  StateDtype main_params_dtype = StateDtype::Fp32;
+  StateDtype exp_avg_dtype = StateDtype::Fp32;
+  StateDtype exp_avg_sq_dtype = StateDtype::Fp32;
+  bool store_param_remainders = true;
   // torch.compile on the model (torchtitan's training.compile): its elementwise ops run fused.
   // Without it torchtitan's model code runs op by op in eager PyTorch (framework fsdp only;
   // Megatron's and DeepSpeed's layers run fused kernels either way, nanotron's its own mix:
@@ -294,6 +316,24 @@ struct Scenario {
   // 16 bits: it saves the high-precision input and casts again in backward).
   bool fp8_linear_inputs_saved() const {
     return training.precision == Precision::Fp8 && parallel.framework == Framework::Megatron;
+  }
+  // Bytes per parameter of the optimizer's state: fp32 master weights and Adam's two moments,
+  // 12 (ZeRO, section 5), or what Megatron-core's precision-aware optimizer keeps. Its master
+  // weights are Transformer Engine's to keep (megatron/core/optimizer/__init__.py at d98e8a6:
+  // master_weights with master_weight_dtype when main_params_dtype is not fp32 or the fp8 recipe
+  // is delayed or there is none, else Megatron-core's own fp32 copy) and then, with bf16
+  // weights, stored as the 16 bits the weight does not hold (distrib_optimizer.py: an int16
+  // master_param shard under store_param_remainders and bf16).
+  std::int64_t optimizer_state_bytes_per_param() const {
+    if (!training.precision_aware_optimizer) return 12;
+    const bool te_masters = training.main_params_dtype != StateDtype::Fp32 ||
+                            training.precision != Precision::Fp8 ||
+                            training.fp8_recipe == Fp8Recipe::Delayed;
+    const bool bf16_weights = sixteen_bit(training.precision) == Precision::Bf16;
+    const int master = te_masters && training.store_param_remainders && bf16_weights
+                           ? 2
+                           : bytes_of(training.main_params_dtype);
+    return master + bytes_of(training.exp_avg_dtype) + bytes_of(training.exp_avg_sq_dtype);
   }
   // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
   // one model chunk per stage.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "sim/cost/compute_cost.h"
 #include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
 
@@ -157,6 +158,98 @@ TEST(reportModelStates, PaperWorkedExample7p5BOn64Gpus) {
     EXPECT_NEAR(static_cast<double>(states) / 1e9, paper_gb[stage], stage == 3 ? 5e-4 : 0.05)
         << "stage " << stage;
   }
+}
+
+// Megatron-core's precision-aware optimizer (--use-precision-aware-optimizer) keeps the Adam
+// moments in --exp-avg-dtype / --exp-avg-sq-dtype (4, 2, 2 or 1 bytes) and the master weights in
+// --main-params-dtype; Transformer Engine keeps them (megatron/core/optimizer/__init__.py at
+// d98e8a6: not when an fp8 recipe other than delayed runs with fp32 master weights) and, with
+// bf16 weights, stores only the 16 bits the weight lacks (distrib_optimizer.py: an int16
+// master_param under store_param_remainders). Per parameter of the DP partition, the tiny model
+// over 8 ranks (stage 1, the distributed optimizer) on an H100 node:
+TEST(reportModelStates, PrecisionAwareOptimizerKeepsItsDtypes) {
+  auto optimizer_bytes = [](const json& training) {
+    json t = training;
+    t["micro_batch_size"] = 1;
+    const Scenario s = resolve_scenario({{"model", tiny_model()},
+                                         {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
+                                         {"training", t},
+                                         {"parallel", {{"framework", "megatron"}}},
+                                         {"zero", {{"stage", 1}}}});
+    return cat(memory_report(s).memory, MemCategory::OptimizerStates);
+  };
+  const std::int64_t part = kTinyPhi / 8;
+  const json on = {{"use_precision_aware_optimizer", true}};
+  auto with = [&on](json more) {
+    json t = on;
+    t.update(more);
+    return t;
+  };
+  const struct {
+    json training;
+    std::int64_t bytes;
+  } cases[] = {
+      {json::object(), 12},                                    // fp32 master, m, v
+      {on, 2 + 4 + 4},                                         // bf16: 16-bit remainders
+      {with({{"exp_avg_dtype", "bf16"}, {"exp_avg_sq_dtype", "bf16"}}), 2 + 2 + 2},
+      {with({{"exp_avg_dtype", "fp8"}, {"exp_avg_sq_dtype", "fp16"}}), 2 + 1 + 2},
+      {with({{"store_param_remainders", false}, {"exp_avg_dtype", "bf16"}}), 4 + 2 + 4},
+      {with({{"precision", "fp16"}}), 4 + 4 + 4},              // fp16 weights: no remainders
+      {with({{"precision", "fp8"}, {"fp8_recipe", "delayed"}}), 2 + 4 + 4},
+      {with({{"precision", "fp8"}, {"fp8_recipe", "blockwise"}}), 4 + 4 + 4},  // MCore's fp32
+      {with({{"precision", "fp8"}, {"fp8_recipe", "tensorwise"}, {"main_params_dtype", "fp16"}}),
+       2 + 4 + 4},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(optimizer_bytes(c.training), c.bytes * part) << c.training.dump();
+  }
+  // Adam reads and writes its state once per step: 6 bytes a parameter instead of 12 take 2 x 6
+  // bytes of HBM traffic off each updated parameter.
+  auto optimizer_seconds = [](const json& training) {
+    json t = training;
+    t["micro_batch_size"] = 1;
+    const Scenario s = resolve_scenario({{"model", tiny_model()},
+                                         {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
+                                         {"training", t},
+                                         {"parallel", {{"framework", "megatron"}}},
+                                         {"zero", {{"stage", 1}}}});
+    const TrainingPlan plan = build_training_plan(s, true);
+    const ComputeCost cost(s, plan);
+    for (std::size_t w = 0; w < plan.works.size(); ++w) {
+      if (plan.works[w].kind == WorkKind::OptimizerStep) {
+        const double hbm = s.cluster.gpu.hbm_bandwidth * s.cluster.gpu.hbm_efficiency;
+        return std::pair{cost.work_seconds(static_cast<int>(w)),
+                         static_cast<double>(plan.works[w].elements) / hbm};
+      }
+    }
+    return std::pair{0.0, 0.0};
+  };
+  const auto [full, per_byte] = optimizer_seconds(json::object());
+  const double small = optimizer_seconds(cases[2].training).first;
+  ASSERT_GT(per_byte, 0);
+  EXPECT_NEAR(full - small, 12 * per_byte, 1e-9 * full);
+  // Megatron-core's asserts: the dtypes need the flag, the flag the distributed optimizer.
+  auto refused_on = [](const json& training, int stage, const char* framework) {
+    json t = training;
+    t["micro_batch_size"] = 1;
+    json doc = {{"model", tiny_model()},
+                {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
+                {"training", t},
+                {"parallel", {{"framework", framework}}},
+                {"zero", {{"stage", stage}}}};
+    try {
+      (void)resolve_scenario(doc);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused_on({{"exp_avg_dtype", "bf16"}}, 1, "megatron"), "training.exp_avg_dtype");
+  EXPECT_EQ(refused_on(on, 0, "megatron"), "training.use_precision_aware_optimizer");
+  EXPECT_EQ(refused_on(on, 3, "megatron"), "training.use_precision_aware_optimizer");
+  EXPECT_EQ(refused_on(on, 1, "deepspeed"), "training.use_precision_aware_optimizer");
+  EXPECT_EQ(refused_on({{"main_params_dtype", "bf16"}}, 1, "megatron"),
+            "training.main_params_dtype");
 }
 
 }  // namespace
