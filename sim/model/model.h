@@ -327,8 +327,9 @@ double model_flops_per_token(const ModelSpec& m);
 // higher precision): the QKV and first-linear inputs (the norms' outputs), the output
 // projection's input, the second linear's input (the activation's output), the routed experts'
 // permuted tokens and MLA's normed latents. ASSUMPTION: the scales the mxfp8 and blockwise
-// recipes keep beside that byte (one per 32 or 128 elements, 3 % more) are not counted. `saves`: where the framework's layer code keeps other
-// tensors than Megatron-core's (LayerSaves). The sum of activation_tensors_per_layer.
+// recipes keep beside that byte (one per 32 or 128 elements, 3 % more) are not counted.
+// `saves`: where the framework's layer code keeps other tensors than Megatron-core's
+// (LayerSaves). The sum of activation_tensors_per_layer.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t micro_batch, std::int64_t tp,
                                   bool sequence_parallel, Recompute recompute, bool flash_attention,
                                   bool moe_layer = false, std::int64_t cp = 1,
