@@ -12,6 +12,9 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
     // group, the rest of the partition over the DP group.
     const std::int64_t experts = info_.expert_partition;
     const std::int64_t partition = info_.dp_partition - experts;
+    // FP8 layer weights (training.fp8_param_gather): one byte each, the experts among them.
+    const std::int64_t fp8 = info_.fp8_partition;
+    const int expert_bytes = s_.fp8_params_gathered_after_step() ? 1 : 2;
     // (nanotron returns before gathering over a single rank.)
     const Bytes flat =
         policy_.memory.flat_param_gather && dp > 1 ? 2 * partition * (dp + 1) : 0;
@@ -21,12 +24,12 @@ void ParamGather::after_step(std::int32_t after, Stream stream,
       e_.alloc_tensors(MemCategory::Buffers, flat, "param gather flat copies",
                        std::vector<double>(static_cast<std::size_t>(dp + 1), 1.0), stream);
     }
-    e_.collective(peer, CollectiveKind::AllGather, 2 * partition * dp, stream,
+    e_.collective(peer, CollectiveKind::AllGather, (2 * partition - fp8) * dp, stream,
                   "param all_gather", {after});
     if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "param gather flat copies", stream);
     if (experts > 0) {
       const std::int64_t edp = s_.expert_dp();
-      e_.collective(Peer::Edp, CollectiveKind::AllGather, 2 * experts * edp, stream,
+      e_.collective(Peer::Edp, CollectiveKind::AllGather, expert_bytes * experts * edp, stream,
                     "expert param all_gather", {after});
     }
   }
@@ -54,12 +57,16 @@ std::int64_t ParamGather::elements_of(const Unit& u, Part part) const {
   return part == Part::Experts ? experts : u.params - experts;
 }
 
+int ParamGather::element_bytes(const Unit& u) const {
+  return s_.fp8_params_gathered_after_step() && u.layer >= 0 ? 1 : 2;
+}
+
 std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& units,
                                                       Part part) const {
   const std::int64_t limit = policy_.grads.bucket_limit;
   // A bucket closes once it reaches the limit.
   std::vector<Bucket> out;
-  std::int64_t filled = 0;
+  std::int64_t filled = 0, bytes = 0;
   std::size_t start = 0;
   bool open = false;
   for (std::size_t i = 0; i < units.size(); ++i) {
@@ -68,13 +75,14 @@ std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& u
     if (!open) start = i;
     open = true;
     filled += elements;
+    bytes += element_bytes(units[i]) * elements;
     if (filled >= limit) {
-      out.push_back({start, filled});
-      filled = 0;
+      out.push_back({start, filled, bytes});
+      filled = bytes = 0;
       open = false;
     }
   }
-  if (open) out.push_back({start, filled});
+  if (open) out.push_back({start, filled, bytes});
   return out;
 }
 
@@ -88,7 +96,7 @@ std::int32_t ParamGather::in_forward(int chunk, Part part, const std::vector<Buc
   const std::int64_t n = experts ? s_.expert_dp() : s_.parallel.dp_cp();
   auto gather = [&](std::size_t i, const std::vector<std::int32_t>& deps) {
     return e_.collective(experts ? Peer::Edp : Peer::Dp, CollectiveKind::AllGather,
-                         2 * ceil_div(buckets[i].elements, n) * n, Stream::DpComm,
+                         ceil_div(buckets[i].bytes, n) * n, Stream::DpComm,
                          std::string(experts ? "expert " : "") +
                              "param all_gather (overlapped) bucket " + std::to_string(i) + " c" +
                              std::to_string(chunk),

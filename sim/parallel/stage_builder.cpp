@@ -11,11 +11,12 @@ namespace zerosim::plan_detail {
 
 void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunks,
                   const GradientPolicy& grads, StagePlan& info) {
-  std::int64_t phi = 0, experts = 0;
+  std::int64_t phi = 0, experts = 0, layer_dense = 0;
   for (const auto& chunk : chunks) {
     for (const Unit& u : chunk) {
       phi += u.params;
       experts += u.expert_params;
+      if (u.layer >= 0) layer_dense += u.params - u.expert_params;
       if (u.forward == WorkKind::AttentionForward) ++info.layers;
     }
   }
@@ -27,6 +28,9 @@ void stage_states(const Scenario& s, const std::vector<std::vector<Unit>>& chunk
     // Experts over the expert-data-parallel group, the rest over the DP group.
     info.expert_partition = ceil_div(experts, s.expert_dp());
     info.dp_partition = ceil_div(phi - experts, s.parallel.dp_cp()) + info.expert_partition;
+  }
+  if (s.fp8_params_gathered_after_step()) {
+    info.fp8_partition = ceil_div(layer_dense, s.parallel.dp_cp());
   }
   // ZeRO paper, section 5: 2 bytes of 16-bit parameters, 2 of 16-bit gradients and K = 12 of
   // fp32 master weights and Adam moments per parameter (fewer with Megatron-core's
@@ -241,9 +245,12 @@ void StageBuilder::allocate_states() {
            generation_constants(s_.cluster.gpu.generation).cublas_workspace_bytes,
            "cublas_workspace");
   if (g.bucket_copy) e_.alloc(MemCategory::Buffers, 2 * info_.local_params, "ddp_buckets");
-  if (s_.training.precision == Precision::Fp8 && s_.zero.stage < 3) {
+  if (s_.training.precision == Precision::Fp8 && s_.zero.stage < 3 &&
+      !s_.fp8_params_gathered_after_step()) {
     // Transformer Engine caches each layer weight in FP8 and its transpose (for the backward's
     // GEMMs) across the micro-batches of a step: 2 bytes per parameter of the layer blocks.
+    // With FP8 parameters (Megatron's --fp8-param-gather) those are the weights themselves, in
+    // the 2 bytes per parameter the 16-bit weights would take.
     std::int64_t layer_params = 0;
     for (const auto& chunk : chunks_) {
       for (const Unit& u : chunk) {

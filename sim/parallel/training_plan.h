@@ -80,6 +80,10 @@ struct StagePlan {
   // dp / ep ranks holding the same experts (the rest of the partition is the other parameters'
   // over dp).
   std::int64_t expert_partition = 0;
+  // Megatron's distributed optimizer under training.fp8_param_gather: the part of the other
+  // parameters' partition that is layer weights, held and all-gathered in FP8 (the embedding,
+  // output layer and final norm stay 16-bit).
+  std::int64_t fp8_partition = 0;
   ModelStateBytes model_states;
   int layers = 0;
   // Offload: what one rank keeps in host memory and on NVMe (allocated at initialisation and

@@ -445,9 +445,10 @@ void add_training_keys(std::vector<KeySpec>& t) {
     }
   }
   t.push_back(bool_key("training.fp8_param_gather", false,
-                       "fp8 with ZeRO-3 / FSDP: the layers' weights all-gathered in FP8 "
-                       "(torchao's enable_fsdp_float8_all_gather; Megatron's --fp8-param-gather "
-                       "with the distributed optimizer is not simulated)",
+                       "fp8 with ZeRO-3 / FSDP or Megatron's distributed optimizer: the "
+                       "layers' weights all-gathered in FP8 (torchao's "
+                       "enable_fsdp_float8_all_gather; Megatron's --fp8-param-gather, whose FP8 "
+                       "weights replace the 16-bit ones)",
                        FIELD(training.fp8_param_gather))
                   .in_cases("training.fp8_param_gather"));
   t.push_back(bool_key("training.flash_attention", true, "fused attention without the s^2 matrix",

@@ -458,11 +458,16 @@ void fp8_gather_rules(const Scenario& s) {
     if (s.training.precision != Precision::Fp8) {
       throw InputError("training.fp8_param_gather", "needs training.precision fp8");
     }
-    if (s.zero.stage != 3) {
+    // Megatron-LM asserts --fp8-param-gather runs with the distributed optimizer or an FSDP
+    // (arguments.py at d98e8a6).
+    const bool distributed_optimizer = s.parallel.framework == Framework::Megatron &&
+                                       (s.zero.stage == 1 || s.zero.stage == 2);
+    if (s.zero.stage != 3 && !distributed_optimizer) {
       throw InputError("training.fp8_param_gather",
-                       "simulated for ZeRO-3 / FSDP's parameter all-gathers (zero.stage 3); "
-                       "Megatron's --fp8-param-gather with the distributed optimizer is not "
-                       "simulated yet");
+                       "simulated for ZeRO-3 / FSDP's parameter all-gathers (zero.stage 3) and "
+                       "Megatron's distributed optimizer (framework megatron, zero.stage 1 or "
+                       "2); got " + to_string(s.parallel.framework) + " with zero.stage " +
+                           std::to_string(s.zero.stage));
     }
     if (s.zero.quantized_weights || s.zero.per_parameter_stage3) {
       throw InputError("training.fp8_param_gather",

@@ -335,6 +335,12 @@ struct Scenario {
                            : bytes_of(training.main_params_dtype);
     return master + bytes_of(training.exp_avg_dtype) + bytes_of(training.exp_avg_sq_dtype);
   }
+  // Megatron's --fp8-param-gather with the distributed optimizer: the layers' weights are FP8
+  // parameters (Transformer Engine keeps no 16-bit copy) and the updated ones are all-gathered
+  // in FP8 (under ZeRO-3 / FSDP, Zero3Params gathers them in FP8 instead).
+  bool fp8_params_gathered_after_step() const {
+    return training.fp8_param_gather && zero.stage < 3;
+  }
   // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
   // one model chunk per stage.
   bool zero_bubble_runs() const {

@@ -172,6 +172,43 @@ TEST(parallelCommBytesFp8, Fp8GathersHalveTheLayersWeights) {
   EXPECT_EQ(input_error_key(doc), "training.fp8_param_gather");
 }
 
+// Megatron's --fp8-param-gather with the distributed optimizer (framework megatron, stage 1):
+// the layers' weights are FP8 parameters, so the all-gather of the updated partitions after the
+// step (or, with overlap_param_gather, bucket by bucket in the next forward) moves 1 byte per
+// layer element and 2 per element of the embedding and final norm: 2 x 21536 - 12496 bytes per
+// rank's partition (Phi / 8 = 21536, the two layers' L = 99968 over 8 = 12496), one byte fewer
+// per layer element than in 16 bits, L (N - 1) / N less sent per GPU; and the FP8 weight copies
+// Transformer Engine caches beside 16-bit weights (2 bytes per layer element) are not held.
+TEST(parallelCommBytesFp8, DistributedOptimizerGathersFp8Parameters) {
+  constexpr double kLayers = 99968;
+  for (bool overlap : {false, true}) {
+    double sent[2], buffers[2];
+    for (bool fp8_gather : {false, true}) {
+      json doc = tiny_doc(8, {{"stage", 1}}, 3);
+      doc["cluster"]["preset"] = "dgx-h100";
+      doc["parallel"]["framework"] = "megatron";
+      doc["parallel"]["overlap_param_gather"] = overlap;
+      doc["training"]["precision"] = "fp8";
+      doc["training"]["fp8_param_gather"] = fp8_gather;
+      const Simulation sim = simulate_step(resolve_scenario(doc));
+      sent[fp8_gather] = sim.report.comm_bytes_per_gpu[0];
+      buffers[fp8_gather] =
+          static_cast<double>(sim.report.memory.category_max[static_cast<int>(MemCategory::Buffers)]);
+    }
+    EXPECT_NEAR(sent[0] - sent[1], kLayers * 7 / 8, 1e-9 * sent[0]) << overlap;
+    EXPECT_EQ(buffers[0] - buffers[1], 2 * kLayers) << overlap;
+  }
+  // Megatron asserts the distributed optimizer (or an FSDP): not with DDP (stage 0).
+  json doc = tiny_doc(8, {{"stage", 0}}, 3);
+  doc["cluster"]["preset"] = "dgx-h100";
+  doc["parallel"]["framework"] = "megatron";
+  doc["training"]["precision"] = "fp8";
+  doc["training"]["fp8_param_gather"] = true;
+  EXPECT_EQ(input_error_key(doc), "training.fp8_param_gather");
+  doc["zero"]["stage"] = 1;
+  EXPECT_EQ(input_error_key(doc), "(accepted)");
+}
+
 std::vector<BytesCase> bytes_cases() {
   std::vector<BytesCase> out;
   for (Variant v :
