@@ -107,8 +107,9 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
                    c_.host_op_s * kernels);
     } else if (work.kind == WorkKind::OptimizerStep) {
       // Adam reads and writes its state once: a smaller state (precision-aware optimizer) moves
-      // fewer bytes than the 12 of fp32 master weights and moments the default counts.
-      const double saved = static_cast<double>(12 - s.optimizer_state_bytes_per_param());
+      // fewer bytes than the fp32 master weights and moments the default counts.
+      const double saved =
+          static_cast<double>(kAdamStateBytes - s.optimizer_state_bytes_per_param());
       const double bytes_per_param = c_.optimizer_bytes_per_param - 2.0 * saved;
       t = (s.sim.adam_params_per_s > 0
                ? static_cast<double>(work.elements) / s.sim.adam_params_per_s

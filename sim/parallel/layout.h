@@ -40,6 +40,14 @@ inline std::int64_t expert_group_params(const Scenario& s, const Unit& u) {
   return s.parallel.ep > 1 ? u.expert_params : 0;
 }
 
+// Bytes per element of a unit's parameters in a parameter all-gather: 16-bit, or 8-bit for a
+// layer's weights when fp8 training gathers them in FP8 (training.fp8_param_gather: ZeRO-3 /
+// FSDP's gathers and Megatron's distributed optimizer's; the norms and biases among them too,
+// ASSUMPTION: they are under 0.1 % of a layer's elements).
+inline int gathered_param_bytes(const Scenario& s, const Unit& u) {
+  return s.training.fp8_param_gather && u.layer >= 0 ? 1 : 2;
+}
+
 // "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.
 std::string unit_op_name(const Unit& u, const char* pass);
 

@@ -57,10 +57,6 @@ std::int64_t ParamGather::elements_of(const Unit& u, Part part) const {
   return part == Part::Experts ? experts : u.params - experts;
 }
 
-int ParamGather::element_bytes(const Unit& u) const {
-  return s_.fp8_params_gathered_after_step() && u.layer >= 0 ? 1 : 2;
-}
-
 std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& units,
                                                       Part part) const {
   const std::int64_t limit = policy_.grads.bucket_limit;
@@ -75,14 +71,14 @@ std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& u
     if (!open) start = i;
     open = true;
     filled += elements;
-    bytes += element_bytes(units[i]) * elements;
+    bytes += gathered_param_bytes(s_, units[i]) * elements;
     if (filled >= limit) {
-      out.push_back({start, filled, bytes});
+      out.push_back({start, bytes});
       filled = bytes = 0;
       open = false;
     }
   }
-  if (open) out.push_back({start, filled, bytes});
+  if (open) out.push_back({start, bytes});
   return out;
 }
 

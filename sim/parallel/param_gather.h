@@ -34,8 +34,7 @@ class ParamGather {
   // expert_parallel_bucket_groups, each list chained by next_param_gather_bucket_group).
   struct Bucket {
     std::size_t first_unit;
-    std::int64_t elements;
-    Bytes bytes;  // 16-bit, or 8-bit for the layers' FP8 weights (training.fp8_param_gather)
+    Bytes bytes;  // gathered_param_bytes per element
   };
   enum class Part : std::uint8_t { Dense, Experts };
   // The buckets of one part, over the units holding some of it.
@@ -48,10 +47,6 @@ class ParamGather {
  private:
   // A unit's elements of one part: its routed experts (with ep > 1), or the others.
   std::int64_t elements_of(const Unit& u, Part part) const;
-  // Bytes per gathered element of a unit: 1 for a layer's FP8 weights under
-  // training.fp8_param_gather (its norms and biases counted with them, as Zero3Params does:
-  // ASSUMPTION, under 0.1 % of a layer's elements), else 2.
-  int element_bytes(const Unit& u) const;
 
   Emitter& e_;
   const Scenario& s_;

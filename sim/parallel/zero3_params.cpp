@@ -202,7 +202,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
         prev = quantize_op(e_, 3 * calls[i], stream, "dequantize " + name, {scales});
       } else {
         prev = e_.collective(peer, CollectiveKind::AllGather,
-                             gathered_element_bytes(u) * piece * n, stream, name, d);
+                             gathered_param_bytes(s_, u) * piece * n, stream, name, d);
       }
     }
     // With expert parallelism the routed experts are sharded over the ranks holding the same
@@ -212,7 +212,7 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
       const std::int64_t edp = s_.expert_dp();
       const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
       prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
-                           gathered_element_bytes(u) * ceil_div(experts, edp) * edp, stream,
+                           gathered_param_bytes(s_, u) * ceil_div(experts, edp) * edp, stream,
                            unit_name + " experts", after);
     }
     fetch_op_[k] = prev;

@@ -41,13 +41,8 @@ class Zero3Params {
   // Plans every chunk's residency; then the memory it holds for the whole step.
   void plan();
   Bytes persistent_bytes() const;            // gathered once, never released (16-bit)
-  // The buffer a unit's gather fills: 16-bit, or 8-bit for a layer's weights when fp8 training
-  // gathers them in FP8 (training.fp8_param_gather; the norms and biases among them too,
-  // ASSUMPTION: they are under 0.1 % of a layer's elements).
-  Bytes gathered_bytes(const Unit& u) const { return gathered_element_bytes(u) * fetched(u); }
-  int gathered_element_bytes(const Unit& u) const {
-    return s_.training.fp8_param_gather && u.layer >= 0 ? 1 : 2;
-  }
+  // The buffer a unit's gather fills (gathered_param_bytes per element).
+  Bytes gathered_bytes(const Unit& u) const { return gathered_param_bytes(s_, u) * fetched(u); }
   // The size of every persistent tensor, which the step's end gathers again.
   std::vector<std::int64_t> persistent_tensors() const;
   Bytes hpz_secondary_bytes() const;         // hpZ's secondary partition (16-bit)

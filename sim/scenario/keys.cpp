@@ -353,6 +353,33 @@ void add_model_and_cluster(std::vector<KeySpec>& t) {
                             .in_cases("cluster")));
 }
 
+// A key that only some scenarios use (`used`): left out of the echo of the others.
+KeySpec echoed_when(KeySpec k, bool (*used)(const Scenario&)) {
+  k.echo = [echo = k.echo, used](const Scenario& s) { return used(s) ? echo(s) : json(); };
+  return k;
+}
+// Only MoE models; only DeepSpeed's sequence parallelism; only Megatron; only fp8 training; only
+// Megatron-core's precision-aware optimizer.
+KeySpec moe_only(KeySpec k) {
+  return echoed_when(std::move(k), [](const Scenario& s) { return s.model.is_moe(); });
+}
+KeySpec ulysses_only(KeySpec k) {
+  return echoed_when(std::move(k), [](const Scenario& s) { return s.deepspeed_ulysses(); });
+}
+KeySpec megatron_only(KeySpec k) {
+  return echoed_when(std::move(k), [](const Scenario& s) {
+    return s.parallel.framework == Framework::Megatron;
+  });
+}
+KeySpec fp8_only(KeySpec k) {
+  return echoed_when(std::move(k),
+                     [](const Scenario& s) { return s.training.precision == Precision::Fp8; });
+}
+KeySpec precision_aware_only(KeySpec k) {
+  return echoed_when(std::move(k),
+                     [](const Scenario& s) { return s.training.precision_aware_optimizer; });
+}
+
 void add_training_keys(std::vector<KeySpec>& t) {
   // The training length belongs to the run, not to the architecture: set here it applies to any
   // model (a preset, a Hugging Face config, an inline object) and replaces the model's own. The
@@ -393,57 +420,47 @@ void add_training_keys(std::vector<KeySpec>& t) {
                        FIELD(training.precision))
                   .flag("precision", "bf16, fp16 or fp8 (sets training.precision)")
                   .in_cases("training.precision"));
-  KeySpec recipe = enum_key("training.fp8_recipe", nullptr, kFp8RecipeNames,
-                            "fp8 only: how FP8 tensors are scaled (Megatron-core's --fp8-recipe): "
-                            "delayed (the default; amax history), tensorwise (current scaling; "
-                            "the default and only choice under fsdp, torchao's Float8Linear), "
-                            "mxfp8 (Blackwell) or blockwise (1x128 / 128x128 tiles)",
-                            FIELD(training.fp8_recipe));
-  recipe.echo = [](const Scenario& s) {
-    return s.training.precision == Precision::Fp8
-               ? json(name_of(kFp8RecipeNames, s.training.fp8_recipe))
-               : json();
-  };
-  recipe.in_cases("training.fp8_recipe");
-  t.push_back(std::move(recipe));
-  {
-    // Megatron-core's precision-aware optimizer: the flag echoed under framework megatron, the
-    // settings where it is on.
-    const std::size_t first = t.size();
-    t.push_back(bool_key("training.use_precision_aware_optimizer", false,
-                         "megatron with the distributed optimizer: Megatron-core's "
-                         "--use-precision-aware-optimizer (Transformer Engine's FusedAdam keeps "
-                         "the master weights and Adam moments in the dtypes below)",
-                         FIELD(training.precision_aware_optimizer))
-                    .in_cases("training.use_precision_aware_optimizer"));
-    t.push_back(enum_key("training.main_params_dtype", "fp32", kMainParamsDtypeNames,
-                         "master weights' dtype (--main-params-dtype; precision-aware optimizer)",
-                         FIELD(training.main_params_dtype))
-                    .in_cases("training.main_params_dtype"));
-    t.push_back(enum_key("training.exp_avg_dtype", "fp32", kMomentDtypeNames,
-                         "Adam's first moment's dtype (--exp-avg-dtype; precision-aware "
-                         "optimizer)",
-                         FIELD(training.exp_avg_dtype))
-                    .in_cases("training.exp_avg_dtype"));
-    t.push_back(enum_key("training.exp_avg_sq_dtype", "fp32", kMomentDtypeNames,
-                         "Adam's second moment's dtype (--exp-avg-sq-dtype; precision-aware "
-                         "optimizer)",
-                         FIELD(training.exp_avg_sq_dtype))
-                    .in_cases("training.exp_avg_sq_dtype"));
-    t.push_back(bool_key("training.store_param_remainders", true,
-                         "precision-aware optimizer with bf16 weights and master weights "
-                         "Transformer Engine keeps: only their low 16 bits stored (Megatron-core's "
-                         "store_param_remainders)",
-                         FIELD(training.store_param_remainders))
-                    .in_cases("training.store_param_remainders"));
-    for (std::size_t i = first; i < t.size(); ++i) {
-      t[i].echo = [echo = t[i].echo, flag = i == first](const Scenario& s) {
-        const bool shown = flag ? s.parallel.framework == Framework::Megatron
-                                : s.training.precision_aware_optimizer;
-        return shown ? echo(s) : json();
-      };
-    }
-  }
+  t.push_back(fp8_only(enum_key("training.fp8_recipe", nullptr, kFp8RecipeNames,
+                                "fp8 only: how FP8 tensors are scaled (Megatron-core's "
+                                "--fp8-recipe): delayed (the default; amax history), tensorwise "
+                                "(current scaling; the default and only choice under fsdp, "
+                                "torchao's Float8Linear), mxfp8 (Blackwell) or blockwise (1x128 "
+                                "/ 128x128 tiles)",
+                                FIELD(training.fp8_recipe)))
+                  .in_cases("training.fp8_recipe"));
+  // Megatron-core's precision-aware optimizer: the flag echoed under framework megatron, the
+  // settings where it is on.
+  t.push_back(megatron_only(bool_key("training.use_precision_aware_optimizer", false,
+                                     "megatron with the distributed optimizer: Megatron-core's "
+                                     "--use-precision-aware-optimizer (Transformer Engine's "
+                                     "FusedAdam keeps the master weights and Adam moments in the "
+                                     "dtypes below)",
+                                     FIELD(training.precision_aware_optimizer)))
+                  .in_cases("training.use_precision_aware_optimizer"));
+  t.push_back(precision_aware_only(
+                  enum_key("training.main_params_dtype", "fp32", kMainParamsDtypeNames,
+                           "precision-aware optimizer: master weights' dtype "
+                           "(--main-params-dtype)",
+                           FIELD(training.main_params_dtype)))
+                  .in_cases("training.main_params_dtype"));
+  t.push_back(precision_aware_only(
+                  enum_key("training.exp_avg_dtype", "fp32", kMomentDtypeNames,
+                           "precision-aware optimizer: Adam's first moment (--exp-avg-dtype)",
+                           FIELD(training.exp_avg_dtype)))
+                  .in_cases("training.exp_avg_dtype"));
+  t.push_back(precision_aware_only(
+                  enum_key("training.exp_avg_sq_dtype", "fp32", kMomentDtypeNames,
+                           "precision-aware optimizer: Adam's second moment "
+                           "(--exp-avg-sq-dtype)",
+                           FIELD(training.exp_avg_sq_dtype)))
+                  .in_cases("training.exp_avg_sq_dtype"));
+  t.push_back(precision_aware_only(
+                  bool_key("training.store_param_remainders", true,
+                           "precision-aware optimizer with bf16 weights and master weights "
+                           "Transformer Engine keeps: only their low 16 bits stored "
+                           "(Megatron-core's store_param_remainders)",
+                           FIELD(training.store_param_remainders)))
+                  .in_cases("training.store_param_remainders"));
   t.push_back(bool_key("training.fp8_param_gather", false,
                        "fp8 with ZeRO-3 / FSDP or Megatron's distributed optimizer: the "
                        "layers' weights all-gathered in FP8 (torchao's "
@@ -471,20 +488,6 @@ void add_training_keys(std::vector<KeySpec>& t) {
                          "capacity); the expert GEMMs and all-to-alls of every rank scale by it",
                          FIELD(training.moe_load_imbalance))
                   .in_cases("training.moe_load_imbalance"));
-}
-
-// A key that only MoE models use: left out of the echo of a dense model's scenario.
-KeySpec moe_only(KeySpec k) {
-  k.echo = [echo = k.echo](const Scenario& s) { return s.model.is_moe() ? echo(s) : json(); };
-  return k;
-}
-
-// A key that only DeepSpeed's sequence parallelism uses: left out of the echo otherwise.
-KeySpec ulysses_only(KeySpec k) {
-  k.echo = [echo = k.echo](const Scenario& s) {
-    return s.deepspeed_ulysses() ? echo(s) : json();
-  };
-  return k;
 }
 
 void add_parallel_keys(std::vector<KeySpec>& t) {
@@ -633,17 +636,14 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "or mxfp8",
                        FIELD(parallel.moe_combine_bwd_dtype))
                   .in_cases("parallel.moe_combine_bwd_dtype")));
-  KeySpec fp32_grads = bool_key("parallel.grad_reduce_in_fp32", nullptr,
-                                "Megatron-core's DDP grad_reduce_in_fp32: gradients accumulated "
-                                "and reduced in fp32 (default: true with bf16 or fp8, as "
-                                "Megatron-LM sets it unless --grad-reduce-in-bf16; false with fp16)",
-                                FIELD(parallel.grad_reduce_in_fp32));
   // Only Megatron has it: the echo of another framework's scenario leaves it out.
-  fp32_grads.echo = [](const Scenario& s) {
-    return s.parallel.framework == Framework::Megatron ? json(s.parallel.grad_reduce_in_fp32)
-                                                       : json();
-  };
-  t.push_back(fp32_grads.in_cases("parallel.grad_reduce_in_fp32"));
+  t.push_back(megatron_only(bool_key("parallel.grad_reduce_in_fp32", nullptr,
+                                     "Megatron-core's DDP grad_reduce_in_fp32: gradients "
+                                     "accumulated and reduced in fp32 (default: true with bf16 "
+                                     "or fp8, as Megatron-LM sets it unless "
+                                     "--grad-reduce-in-bf16; false with fp16)",
+                                     FIELD(parallel.grad_reduce_in_fp32)))
+                  .in_cases("parallel.grad_reduce_in_fp32"));
 }
 
 // DeepSpeed's zero_optimization section, with DeepSpeed's names and units.

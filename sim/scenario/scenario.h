@@ -110,6 +110,9 @@ inline constexpr EnumName<StateDtype> kMomentDtypeNames[] = {{StateDtype::Fp32, 
                                                              {StateDtype::Fp16, "fp16"},
                                                              {StateDtype::Bf16, "bf16"},
                                                              {StateDtype::Fp8, "fp8"}};
+// Mixed-precision Adam's state per parameter: fp32 master weights and two fp32 moments (ZeRO,
+// section 5: K = 12).
+inline constexpr std::int64_t kAdamStateBytes = 12;
 inline int bytes_of(StateDtype d) {
   return d == StateDtype::Fp32 ? 4 : d == StateDtype::Fp8 ? 1 : 2;
 }
@@ -325,7 +328,7 @@ struct Scenario {
   // weights, stored as the 16 bits the weight does not hold (distrib_optimizer.py: an int16
   // master_param shard under store_param_remainders and bf16).
   std::int64_t optimizer_state_bytes_per_param() const {
-    if (!training.precision_aware_optimizer) return 12;
+    if (!training.precision_aware_optimizer) return kAdamStateBytes;
     const bool te_masters = training.main_params_dtype != StateDtype::Fp32 ||
                             training.precision != Precision::Fp8 ||
                             training.fp8_recipe == Fp8Recipe::Delayed;

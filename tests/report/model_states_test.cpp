@@ -14,6 +14,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
+#include "tests/parallel/common.h"
 
 namespace zerosim {
 namespace {
@@ -160,6 +161,17 @@ TEST(reportModelStates, PaperWorkedExample7p5BOn64Gpus) {
   }
 }
 
+// The tiny model on 8 H100s under `framework` and ZeRO `stage`, with `training` (micro-batch 1).
+json tiny_h100(const json& training, int stage = 1, const char* framework = "megatron") {
+  json t = training;
+  t["micro_batch_size"] = 1;
+  return {{"model", tiny_model()},
+          {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
+          {"training", t},
+          {"parallel", {{"framework", framework}}},
+          {"zero", {{"stage", stage}}}};
+}
+
 // Megatron-core's precision-aware optimizer (--use-precision-aware-optimizer) keeps the Adam
 // moments in --exp-avg-dtype / --exp-avg-sq-dtype (4, 2, 2 or 1 bytes) and the master weights in
 // --main-params-dtype; Transformer Engine keeps them (megatron/core/optimizer/__init__.py at
@@ -169,14 +181,8 @@ TEST(reportModelStates, PaperWorkedExample7p5BOn64Gpus) {
 // over 8 ranks (stage 1, the distributed optimizer) on an H100 node:
 TEST(reportModelStates, PrecisionAwareOptimizerKeepsItsDtypes) {
   auto optimizer_bytes = [](const json& training) {
-    json t = training;
-    t["micro_batch_size"] = 1;
-    const Scenario s = resolve_scenario({{"model", tiny_model()},
-                                         {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
-                                         {"training", t},
-                                         {"parallel", {{"framework", "megatron"}}},
-                                         {"zero", {{"stage", 1}}}});
-    return cat(memory_report(s).memory, MemCategory::OptimizerStates);
+    return cat(memory_report(resolve_scenario(tiny_h100(training))).memory,
+               MemCategory::OptimizerStates);
   };
   const std::int64_t part = kTinyPhi / 8;
   const json on = {{"use_precision_aware_optimizer", true}};
@@ -206,13 +212,7 @@ TEST(reportModelStates, PrecisionAwareOptimizerKeepsItsDtypes) {
   // Adam reads and writes its state once per step: 6 bytes a parameter instead of 12 take 2 x 6
   // bytes of HBM traffic off each updated parameter.
   auto optimizer_seconds = [](const json& training) {
-    json t = training;
-    t["micro_batch_size"] = 1;
-    const Scenario s = resolve_scenario({{"model", tiny_model()},
-                                         {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
-                                         {"training", t},
-                                         {"parallel", {{"framework", "megatron"}}},
-                                         {"zero", {{"stage", 1}}}});
+    const Scenario s = resolve_scenario(tiny_h100(training));
     const TrainingPlan plan = build_training_plan(s, true);
     const ComputeCost cost(s, plan);
     for (std::size_t w = 0; w < plan.works.size(); ++w) {
@@ -229,26 +229,13 @@ TEST(reportModelStates, PrecisionAwareOptimizerKeepsItsDtypes) {
   ASSERT_GT(per_byte, 0);
   EXPECT_NEAR(full - small, 12 * per_byte, 1e-9 * full);
   // Megatron-core's asserts: the dtypes need the flag, the flag the distributed optimizer.
-  auto refused_on = [](const json& training, int stage, const char* framework) {
-    json t = training;
-    t["micro_batch_size"] = 1;
-    json doc = {{"model", tiny_model()},
-                {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 8}}},
-                {"training", t},
-                {"parallel", {{"framework", framework}}},
-                {"zero", {{"stage", stage}}}};
-    try {
-      (void)resolve_scenario(doc);
-    } catch (const InputError& e) {
-      return e.key_path();
-    }
-    return std::string("accepted");
-  };
-  EXPECT_EQ(refused_on({{"exp_avg_dtype", "bf16"}}, 1, "megatron"), "training.exp_avg_dtype");
-  EXPECT_EQ(refused_on(on, 0, "megatron"), "training.use_precision_aware_optimizer");
-  EXPECT_EQ(refused_on(on, 3, "megatron"), "training.use_precision_aware_optimizer");
-  EXPECT_EQ(refused_on(on, 1, "deepspeed"), "training.use_precision_aware_optimizer");
-  EXPECT_EQ(refused_on({{"main_params_dtype", "bf16"}}, 1, "megatron"),
+  using testing_plan::input_error_key;
+  const std::string flag = "training.use_precision_aware_optimizer";
+  EXPECT_EQ(input_error_key(tiny_h100({{"exp_avg_dtype", "bf16"}})), "training.exp_avg_dtype");
+  EXPECT_EQ(input_error_key(tiny_h100(on, 0)), flag);
+  EXPECT_EQ(input_error_key(tiny_h100(on, 3)), flag);
+  EXPECT_EQ(input_error_key(tiny_h100(on, 1, "deepspeed")), flag);
+  EXPECT_EQ(input_error_key(tiny_h100({{"main_params_dtype", "bf16"}})),
             "training.main_params_dtype");
 }
 
