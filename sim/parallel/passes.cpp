@@ -385,6 +385,15 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
                   : expert_all_to_alls(
                         b.prev, {Exchange::CombineBackward, Exchange::DispatchBackward}, name);
   }
+  // Full recomputation replays the block's forward, its TP collectives included: Megatron-core's
+  // CheckpointFunction.backward reruns the layer's forward function (tensor_parallel/random.py),
+  // whose row-parallel output is all-reduced (or, with sequence parallelism, reduce-scattered
+  // and all-gathered) as in the forward. torchtitan's and DeepSpeed's checkpointing rerun the
+  // same forward. They run before the backward's own.
+  if (full && is_layer_backward(unit.backward)) {
+    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
+                   tp_bytes_of(unit));
+  }
   // The input gradient of every column-parallel block (and of the vocab-parallel head) is
   // all-reduced; the embedding's is not needed.
   if (unit.backward != WorkKind::EmbedBackward) {

@@ -332,6 +332,31 @@ TEST(parallelTensor, SequenceParallelMovesTheSameBytes) {
   EXPECT_DOUBLE_EQ(tp_bytes(true), tp_bytes(false));
 }
 
+// Full recomputation reruns each layer's forward in the backward (Megatron-core's
+// CheckpointFunction.backward calls the layer's forward again), so each of a layer's two blocks
+// moves its forward collective once more: 2 L all-reduces of the s x b x h activation more per
+// micro-batch, each sending 2 (t - 1) / t of it from a ring member. Selective recomputation
+// reruns only the attention core, which has none.
+TEST(parallelTensor, FullRecomputationReplaysTheForwardCollectives) {
+  const int t = 4, layers = 32;                // GPT-3 6.7B: 32 layers, hidden 4096
+  const double sbh_bytes = 2.0 * 2048 * 4096;  // 16-bit, s = 2048, b = 1, h = 4096
+  for (bool sp : {false, true}) {
+    auto tp_bytes = [&](const char* recompute) {
+      json doc = {{"model", "gpt3-6.7b"},
+                  {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}},
+                  {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 1}}},
+                  {"parallel", {{"tp", t}, {"sequence_parallel", sp}, {"recompute", recompute}}},
+                  {"sim", {{"allow_oom", true}}}};
+      Scenario s = resolve_scenario(doc);
+      return bytes_of_rank0(s.cluster, build_training_plan(s, true)).sent[1];
+    };
+    const double none = tp_bytes("none");
+    EXPECT_DOUBLE_EQ(tp_bytes("full") - none, 2.0 * layers * 2.0 * (t - 1) / t * sbh_bytes)
+        << "sequence_parallel " << sp;
+    EXPECT_DOUBLE_EQ(tp_bytes("selective"), none) << "sequence_parallel " << sp;
+  }
+}
+
 // DP bytes with ZeRO-2 under PP: every micro-batch reduces its gradients (m reduce-to-owner
 // passes of F) and the step all-gathers once (F); ZeRO-1 reduces once and gathers once (2F):
 // the ratio is (m + 1) / 2 (reduce to owners, the paper's accounting).
