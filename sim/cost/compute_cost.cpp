@@ -264,7 +264,10 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
         return t + layer_block_seconds(op_checkpoint_recompute(kind, s_, layer), false);
       }
       const WorkKernels forward = work_kernels(fwd, s_, layer);
-      if (rc == Recompute::Full) t += layer_block_seconds(forward, false);
+      // Replayed by ops of their own before the layer's backward, or here.
+      if (rc == Recompute::Full && !s_.replays_layers_before_backward()) {
+        t += layer_block_seconds(forward, false);
+      }
       if (rc == Recompute::Selective) t += selective_recompute_seconds(kind, forward);
       return t;
     }

@@ -56,7 +56,7 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
   // accumulation boundary (all_reduce_coalesced over param_repli_group).
   g.replicas = replica_reduce(s, ReplicaReduce::OncePerStep);
   p.params.gather_after_step = gathers_partitions_after_step(s);
-  if (zs == 3 && !z.per_parameter_stage3) {
+  if (zs == 3 && !z.per_parameter_stage3()) {
     // Stage 3 as DeepSpeed >= 0.6 runs it (partitioned_param_coordinator.py, stage3.py,
     // runtime/comm/coalesced_collectives.py): module hooks, a gradient hook per parameter with
     // the bucket flushed before a gradient that would overflow it
@@ -67,6 +67,7 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
     p.params.gather_per_module = true;
     p.params.compute_waits_for_earlier_gathers = true;
     p.params.persistent_per_tensor = true;
+    p.params.coordinator_queue = true;
     g.per_tensor_hooks = true;
     g.reduce_host_ops_per_rank = 1;
   }

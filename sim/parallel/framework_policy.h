@@ -89,6 +89,12 @@ struct ParameterPolicy {
   // after the step gathers every persistent tensor again with an all-gather of its own
   // (stage3.py _post_step -> partition_parameters.py _allgather_params_coalesced).
   bool persistent_per_tensor = false;
+  // Stage 3 fetches as DeepSpeed's PartitionedParameterCoordinator (>= 0.6) does: a queue of the
+  // traced modules' parameters that each module's pre-hook pops, its own first, then, to prefetch,
+  // until stage3_prefetch_bucket_size elements are being gathered (0.6.0-0.6.3: until that many
+  // were popped, gathered already or not) within stage3_max_live_parameters of gathered ones.
+  // Otherwise a window over the units that need a gather (FSDP).
+  bool coordinator_queue = false;
 };
 
 // What the framework allocates beyond model states and activations around the loss and the

@@ -251,7 +251,7 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
     tp_collectives(tp_after(unit, block_start, f.prev), unit_op_name(unit, "fwd"),
                    tp_bytes_of(unit));
   }
-  if (stage3 && zero3_.release_after_forward(f.chunk, u)) {
+  if (stage3 && zero3_.release_after(f.chunk, u)) {
     e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
   }
 }
@@ -302,15 +302,18 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   const std::string& suffix = b.suffix;
   const std::vector<Unit>& units = chunks_[b.chunk];
   const Unit& unit = units[i];
-  const std::size_t use = 2 * units.size() - 1 - i;  // backward position in the fetch trace
+  // The layer's forward replayed by ops of its own, before the backward of its last block.
+  const bool replay = s_.replays_layers_before_backward() && is_layer_backward(unit.backward) &&
+                      (i + 1 == units.size() || units[i + 1].layer != unit.layer);
   std::vector<std::int32_t> deps;
   if (b.dispatch.after >= 0) deps.push_back(flush_exchange(b.dispatch));
-  if (stage3) {
-    deps.push_back(zero3_.fetch_backward(b.chunk, use, b.prev));
+  const auto fetch = [&] {
+    deps.push_back(zero3_.fetch_backward(b.chunk, zero3_.backward_use(b.chunk, i), b.prev));
     if (policy_.params.compute_waits_for_earlier_gathers) {
       deps.push_back(zero3_.gathers_before_hook());
     }
-  }
+  };
+  if (stage3 && !replay) fetch();
   const Bytes recomputed =
       is_layer_backward(unit.backward) ? recomputed_activations(unit.layer) : 0;
   if (recomputed > 0 &&
@@ -343,6 +346,10 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
     }
     e_.alloc_tensors(MemCategory::Activations, recomputed, "recomputed activations",
                      layer_tensors(unit.layer, true));
+  }
+  if (replay) {
+    replay_layer(b, i, std::exchange(deps, {}));
+    fetch();
   }
   if (zs >= 2 && !input_only) {
     e_.alloc(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
@@ -390,7 +397,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   // whose row-parallel output is all-reduced (or, with sequence parallelism, reduce-scattered
   // and all-gathered) as in the forward. torchtitan's and DeepSpeed's checkpointing rerun the
   // same forward. They run before the backward's own.
-  if (full && is_layer_backward(unit.backward)) {
+  if (full && is_layer_backward(unit.backward) && !s_.replays_layers_before_backward()) {
     tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
                    tp_bytes_of(unit));
   }
@@ -415,12 +422,41 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
       e_.free_op(MemCategory::Activations, recomputed, "recomputed activations");
     }
   }
-  if (stage3 && zero3_.release_after_backward(b.chunk, i, use)) {
+  if (stage3 && zero3_.release_after(b.chunk, zero3_.backward_use(b.chunk, i))) {
     e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
   }
   if (b.hooks) unit_hooks(unit, b.prev);
   if (zs >= 2 && !input_only) {
     e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
+  }
+}
+
+// Full recomputation's replay of the layer whose last block is unit `last`, under DeepSpeed's
+// stage 3 (Scenario::replays_layers_before_backward): each of its blocks' forward, in order, after
+// its pre-hook's gathers, with its TP collectives; the first waits for `deps` (the checkpoint's
+// restore).
+void StageBuilder::replay_layer(BackwardPass& b, std::size_t last, std::vector<std::int32_t> deps) {
+  const std::vector<Unit>& units = chunks_[b.chunk];
+  std::size_t first = last;
+  while (first > 0 && units[first - 1].layer == units[last].layer &&
+         is_layer_backward(units[first - 1].backward)) {
+    --first;
+  }
+  for (std::size_t j = first; j <= last; ++j) {
+    const Unit& unit = units[j];
+    const std::size_t use = zero3_.replay_use(b.chunk, j);
+    deps.push_back(zero3_.fetch_backward(b.chunk, use, b.prev));
+    if (policy_.params.compute_waits_for_earlier_gathers) {
+      deps.push_back(zero3_.gathers_before_hook());
+    }
+    const std::int32_t block_start = b.prev;
+    b.prev = e_.compute(unit.forward, Phase::Backward, unit_op_name(unit, "recompute") + b.suffix,
+                        std::exchange(deps, {}));
+    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
+                   tp_bytes_of(unit));
+    if (zero3_.release_after(b.chunk, use)) {
+      e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
+    }
   }
 }
 
@@ -531,7 +567,7 @@ void StageBuilder::end_gradient_pass(std::int32_t last, bool hooks, bool last_of
 }
 
 void StageBuilder::unit_hooks(const Unit& unit, std::int32_t produced_by) {
-  if (s_.zero.per_parameter_stage3) {
+  if (s_.zero.per_parameter_stage3()) {
     grads_.per_parameter_reduce(unit, produced_by);
   } else {
     grads_.unit_gradients_ready(unit, produced_by);

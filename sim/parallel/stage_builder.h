@@ -76,6 +76,7 @@ class StageBuilder {
   BackwardPass begin_backward(int mb, int chunk, BackwardPart part, bool last_of_chunk,
                               bool last_of_step);
   void backward_unit(BackwardPass& b, std::size_t unit);
+  void replay_layer(BackwardPass& b, std::size_t last, std::vector<std::int32_t> deps);
   void end_backward(BackwardPass& b);
   // A steady-state forward and backward run as one step (Megatron-core's combined 1F1B,
   // parallel.overlap_moe_expert_parallel_comm), see passes.cpp.

@@ -40,8 +40,10 @@ namespace {
 // replay dispatches every forward op and returns the saved ones' outputs. Selective
 // recomputation replays only the attention core, whose ops are not counted apart: it adds none.
 std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h, WorkKind k) {
-  const bool replays_forward = s.parallel.recompute == Recompute::Full ||
-                    s.parallel.recompute == Recompute::SelectiveOp;
+  const bool checkpointed = s.parallel.recompute == Recompute::Full ||
+                            s.parallel.recompute == Recompute::SelectiveOp;
+  // The replay's forward ops are the backward's, unless the plan emits it as forward ops.
+  const bool replays_forward = checkpointed && !s.replays_layers_before_backward();
   switch (k) {
     case WorkKind::AttentionForward: return h.attention_forward_ops;
     // ASSUMPTION: an MoE block dispatches the dense MLP's ops; its router, top-k and token
@@ -52,8 +54,8 @@ std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h,
       return h.attention_backward_ops + (replays_forward ? h.attention_forward_ops : 0);
     case WorkKind::MlpBackward:
     case WorkKind::MoeBackward:
-      return h.mlp_backward_ops +
-             (replays_forward ? h.mlp_forward_ops + h.checkpoint_ops_per_layer : 0);
+      return h.mlp_backward_ops + (replays_forward ? h.mlp_forward_ops : 0) +
+             (checkpointed ? h.checkpoint_ops_per_layer : 0);
     default: return 0;
   }
 }

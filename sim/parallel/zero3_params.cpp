@@ -1,6 +1,7 @@
 #include "sim/parallel/zero3_params.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace zerosim::plan_detail {
 
@@ -68,44 +69,199 @@ Bytes Zero3Params::hpz_secondary_bytes() const {
 void Zero3Params::plan_chunk(int chunk) {
   const std::vector<Unit>& units = chunks_[chunk];
   const std::size_t n = units.size();
-  const ZeroConfig& z = s_.zero;
   Residency& r = residency_[chunk];
   r.persistent.assign(n, false);
-  r.keep_after_forward.assign(n, false);
-  for (std::size_t u = 0; u < n; ++u) r.persistent[u] = units[u].params <= z.stage3_param_persistence_threshold;
+  for (std::size_t u = 0; u < n; ++u) {
+    r.persistent[u] = units[u].params <= s_.zero.stage3_param_persistence_threshold;
+  }
+  r.trace.clear();
+  for (std::size_t u = 0; u < n; ++u) r.trace.push_back({static_cast<int>(u), UseKind::Forward});
+  r.backward_use.assign(n, 0);
+  r.replay_use.assign(n, 0);
+  const bool replay = s_.replays_layers_before_backward();
+  for (std::size_t u = n; u-- > 0;) {
+    const int layer = units[u].layer;
+    // The layer's last block begins its backward: DeepSpeed's CheckpointFunction.backward replays
+    // the layer's forward, each module's pre-forward hook firing again, before the backward hooks.
+    if (replay && is_layer_backward(units[u].backward) && (u + 1 == n || units[u + 1].layer != layer)) {
+      std::size_t first = u;
+      while (first > 0 && units[first - 1].layer == layer && is_layer_backward(units[first - 1].backward)) {
+        --first;
+      }
+      for (std::size_t j = first; j <= u; ++j) {
+        r.replay_use[j] = r.trace.size();
+        r.trace.push_back({static_cast<int>(j), UseKind::Replay});
+      }
+    }
+    r.backward_use[u] = r.trace.size();
+    r.trace.push_back({static_cast<int>(u), UseKind::Backward});
+  }
+  r.issues.assign(r.trace.size(), {});
+  r.release_after.assign(r.trace.size(), false);
+  if (policy_.coordinator_queue) {
+    plan_queue(r, units);
+  } else {
+    plan_window(r, units);
+  }
+}
+
+std::size_t Zero3Params::backward_use(int chunk, std::size_t unit) const {
+  return residency_[chunk].backward_use[unit];
+}
+
+std::size_t Zero3Params::replay_use(int chunk, std::size_t unit) const {
+  return residency_[chunk].replay_use[unit];
+}
+
+void Zero3Params::plan_window(Residency& r, const std::vector<Unit>& units) const {
+  const std::size_t n = units.size();
+  const ZeroConfig& z = s_.zero;
   // A unit stays gathered from its forward to its backward when the parameters used in between
   // (the later units' forward and backward) are within stage3_max_reuse_distance.
+  std::vector<bool> keep_after_forward(n, false);
   std::int64_t between = 0;
   for (std::size_t i = n; i-- > 0;) {
     // DeepSpeed's __params_to_release stops looking once the parameters traversed reach
     // max_reuse_distance, so only strictly nearer reuses keep a parameter.
-    r.keep_after_forward[i] = between < z.stage3_max_reuse_distance;
+    keep_after_forward[i] = between < z.stage3_max_reuse_distance;
     between += 2 * units[i].params;
   }
-  r.trace.clear();
-  for (std::size_t u = 0; u < n; ++u) r.trace.push_back({static_cast<int>(u), false});
-  for (std::size_t u = n; u-- > 0;) r.trace.push_back({static_cast<int>(u), true});
-  r.needs_fetch.assign(r.trace.size(), false);
+  std::vector<bool> needs_fetch(r.trace.size(), false);
   for (std::size_t k = 0; k < r.trace.size(); ++k) {
-    auto [u, bwd] = r.trace[k];
-    r.needs_fetch[k] = !r.persistent[u] && !(bwd && r.keep_after_forward[u]);
+    const int u = r.trace[k].unit;
+    const bool bwd = r.trace[k].kind == UseKind::Backward;
+    needs_fetch[k] = !r.persistent[u] && !(bwd && keep_after_forward[u]);
+    // Released after the forward unless kept; after the backward whatever is gathered.
+    r.release_after[k] = !r.persistent[u] && (bwd || needs_fetch[k]) && !(!bwd && keep_after_forward[u]);
   }
   // The pre-hook of use c fetches c and prefetches the following uses that need a fetch, up to
   // stage3_prefetch_bucket_size elements (the last may overshoot) within
-  // stage3_max_live_parameters. issue_at[k]: the first use whose pre-hook issues k's fetch.
-  r.issue_at.assign(r.trace.size(), -1);
+  // stage3_max_live_parameters: issue_at[k], the first use whose pre-hook issues k's fetch.
+  std::vector<int> issue_at(r.trace.size(), -1);
   std::int64_t budget =
       std::min<std::int64_t>(z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters);
   // DeepSpeed 0.3-0.5 waited for every gather at once (fetch_sub_module synchronizes), so no
   // prefetch was ever in flight beside the compute.
-  if (z.per_parameter_stage3) budget = 0;
+  if (z.per_parameter_stage3()) budget = 0;
   for (std::size_t c = 0; c < r.trace.size(); ++c) {
-    if (r.needs_fetch[c] && r.issue_at[c] < 0) r.issue_at[c] = static_cast<int>(c);
+    if (needs_fetch[c] && issue_at[c] < 0) issue_at[c] = static_cast<int>(c);
     std::int64_t taken = 0;
     for (std::size_t k = c + 1; k < r.trace.size() && taken < budget; ++k) {
-      if (!r.needs_fetch[k]) continue;
-      if (r.issue_at[k] < 0) r.issue_at[k] = static_cast<int>(c);
-      taken += units[r.trace[k].first].params;
+      if (!needs_fetch[k]) continue;
+      if (issue_at[k] < 0) issue_at[k] = static_cast<int>(c);
+      taken += units[r.trace[k].unit].params;
+    }
+  }
+  for (std::size_t k = 0; k < r.trace.size(); ++k) {
+    if (issue_at[k] < 0) continue;
+    const std::size_t calls = gather_calls(units[r.trace[k].unit]).size();
+    for (std::size_t m = 0; m < calls; ++m) {
+      r.issues[issue_at[k]].push_back({static_cast<int>(k), static_cast<int>(m)});
+    }
+  }
+}
+
+// DeepSpeed's PartitionedParameterCoordinator (partitioned_param_coordinator.py; v0.6.6 to the
+// newest release, and v0.6.0-0.6.3 under zero.stage3_implementation coalesced-v0.6.0), played
+// over the trace at module granularity:
+//  - the queue holds every traced module's parameters in trace order (a backward use's modules
+//    in reverse); a module's pre-hook (fetch_sub_module) gathers its own parameters if they are
+//    not available, pops its own entry, then pops entries to prefetch: those not available are
+//    gathered and count toward the budget, min(stage3_prefetch_bucket_size,
+//    stage3_max_live_parameters - the elements gathered and not released); in 0.6.0-0.6.3 every
+//    popped entry counts, so a module's next use, already gathered, can use up the budget;
+//  - after a use (release_sub_module) a module's parameters are released unless they persist,
+//    or are used again before stage3_max_reuse_distance elements of other uses have passed
+//    (__params_to_release; 0.6.0-0.6.5 also at exactly that distance), or (0.6.6 on, PR #2016)
+//    the prefetcher has popped a later use of them while they were gathered.
+// ASSUMPTION: a unit's modules are released together and their pre-hooks run together, when the
+// unit's compute op begins; a module's parameters are those of its gather call. Not modelled:
+// with parameters on NVMe the real queue stops at a partition still there and leaves it to its
+// NVMe prefetch (__prefetch_nvme_param_partitions); here it is prefetched as any other, its
+// swap-in before its gather.
+void Zero3Params::plan_queue(Residency& r, const std::vector<Unit>& units) const {
+  const ZeroConfig& z = s_.zero;
+  const bool v060 = z.stage3_implementation == Stage3Implementation::CoalescedV060;
+  const std::size_t n = r.trace.size();
+  // Whether use k's unit is used again within the reuse distance.
+  const auto reused_soon = [&](std::size_t k) {
+    const int u = r.trace[k].unit;
+    std::int64_t between = 0;
+    for (std::size_t j = k + 1; j < n; ++j) {
+      if (v060 ? between > z.stage3_max_reuse_distance
+               : between >= z.stage3_max_reuse_distance) {
+        return false;
+      }
+      if (r.trace[j].unit == u) return true;
+      between += units[r.trace[j].unit].params;
+    }
+    return false;
+  };
+  struct Entry {
+    int use, call;
+    std::int64_t elements;
+  };
+  std::vector<Entry> queue;
+  std::vector<std::vector<std::int64_t>> calls(units.size());
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    calls[u] = gather_calls(units[u]);
+    calls[u].back() += expert_group_params(s_, units[u]);
+  }
+  std::vector<std::vector<std::size_t>> entries_of(n);  // per use: its entries, in hook order
+  for (std::size_t k = 0; k < n; ++k) {
+    const int u = r.trace[k].unit;
+    const int m = static_cast<int>(calls[u].size());
+    const bool reverse = r.trace[k].kind == UseKind::Backward;
+    for (int i = 0; i < m; ++i) {
+      const int call = reverse ? m - 1 - i : i;
+      entries_of[k].push_back(queue.size());
+      queue.push_back({static_cast<int>(k), call, calls[u][call]});
+    }
+  }
+  enum class Status : std::uint8_t { NotAvailable, Inflight, Available };
+  std::vector<std::vector<Status>> status(units.size());
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    status[u].assign(calls[u].size(), r.persistent[u] ? Status::Available : Status::NotAvailable);
+  }
+  std::vector<int> popped_for(units.size(), -1);  // the latest use the prefetcher popped
+  std::size_t head = 0;
+  std::int64_t available = 0;  // __n_available_params
+  for (std::size_t c = 0; c < n; ++c) {
+    const int u = r.trace[c].unit;
+    for (std::size_t e : entries_of[c]) {
+      const Entry& own = queue[e];
+      if (status[u][own.call] == Status::NotAvailable) {
+        r.issues[c].push_back({static_cast<int>(c), own.call});
+        available += own.elements;
+      }
+      status[u][own.call] = Status::Available;
+      if (head == e) ++head;
+      if (z.stage3_prefetch_bucket_size <= 0) continue;
+      const std::int64_t budget = std::min<std::int64_t>(
+          z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters - available);
+      std::int64_t prefetching = 0;
+      while (head < queue.size() && prefetching < budget) {
+        const Entry& next = queue[head++];
+        const int v = r.trace[next.use].unit;
+        popped_for[v] = std::max(popped_for[v], next.use);
+        Status& st = status[v][next.call];
+        if (st == Status::NotAvailable) {
+          r.issues[c].push_back({next.use, next.call});
+          st = Status::Inflight;
+          available += next.elements;
+          prefetching += next.elements;
+        } else if (v060) {
+          prefetching += next.elements;
+        }
+      }
+    }
+    const bool skipped = !v060 && popped_for[u] > static_cast<int>(c);
+    r.release_after[c] = !r.persistent[u] && !skipped && !reused_soon(c);
+    if (r.release_after[c]) {
+      for (std::size_t m = 0; m < calls[u].size(); ++m) {
+        status[u][m] = Status::NotAvailable;
+        available -= calls[u][m];
+      }
     }
   }
 }
@@ -113,15 +269,6 @@ void Zero3Params::plan_chunk(int chunk) {
 void Zero3Params::begin_forward(int chunk, bool first_forward) {
   first_forward_ = first_forward;
   fetch_op_.assign(residency_[chunk].trace.size(), -1);
-}
-
-std::int32_t Zero3Params::fetch_forward(int chunk, std::size_t u, std::int32_t hook_after) {
-  issue_fetches(chunk, u, hook_after);
-  return fetch_op_[u];
-}
-
-bool Zero3Params::release_after_forward(int chunk, std::size_t u) const {
-  return fetch_op_[u] >= 0 && !residency_[chunk].keep_after_forward[u];
 }
 
 void Zero3Params::end_forward(int mb, int chunk) { pending_fetches_[{mb, chunk}] = fetch_op_; }
@@ -132,92 +279,102 @@ void Zero3Params::begin_backward(int mb, int chunk) {
   pending_fetches_.erase(it);
 }
 
-std::int32_t Zero3Params::fetch_backward(int chunk, std::size_t use, std::int32_t hook_after) {
+std::int32_t Zero3Params::fetch(int chunk, std::size_t use, std::int32_t hook_after) {
   issue_fetches(chunk, use, hook_after);
   return fetch_op_[use];
 }
 
-bool Zero3Params::release_after_backward(int chunk, std::size_t unit, std::size_t use) const {
-  const Residency& res = residency_[chunk];
-  const bool gathered_now = fetch_op_[use] >= 0;
-  const bool kept = !gathered_now && res.keep_after_forward[unit] && !res.persistent[unit];
-  return gathered_now || kept;
-}
-
 void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_after) {
   issued_before_hook_ = last_issued_;
+  const std::vector<Issue>& issues = residency_[chunk].issues[use];
+  for (std::size_t i = 0; i < issues.size();) {
+    // The calls of one use issued in a row (in module order, or reversed for a backward) go
+    // together, in module order.
+    std::size_t j = i;
+    while (j + 1 < issues.size() && issues[j + 1].use == issues[i].use &&
+           std::abs(issues[j + 1].call - issues[j].call) == 1 &&
+           (j == i || issues[j + 1].call - issues[j].call == issues[j].call - issues[j - 1].call)) {
+      ++j;
+    }
+    const std::size_t k = static_cast<std::size_t>(issues[i].use);
+    const std::size_t first = static_cast<std::size_t>(std::min(issues[i].call, issues[j].call));
+    const std::size_t last = static_cast<std::size_t>(std::max(issues[i].call, issues[j].call));
+    fetch_op_[k] = gather(chunk, k, first, last, hook_after);
+    last_issued_ = fetch_op_[k];
+    i = j + 1;
+  }
+}
+
+std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, std::size_t last,
+                                 std::int32_t hook_after) {
   const Residency& r = residency_[chunk];
+  const Unit& u = chunks_[chunk][r.trace[k].unit];
+  const bool backward = r.trace[k].kind != UseKind::Forward;
+  if (s_.zero.per_parameter_stage3()) return per_parameter_gather(u, backward, hook_after);
   const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
   const std::int64_t dp = s_.parallel.dp_cp();
-  for (std::size_t k = use; k < r.trace.size(); ++k) {
-    if (r.issue_at[k] != static_cast<int>(use)) {
-      if (k > use && r.issue_at[k] > static_cast<int>(use)) break;
-      continue;
-    }
-    const Unit& u = chunks_[chunk][r.trace[k].first];
-    const bool backward = r.trace[k].second;
-    if (s_.zero.per_parameter_stage3) {
-      fetch_op_[k] = per_parameter_gather(u, backward, hook_after);
-      continue;
-    }
-    std::int32_t a =
-        e_.alloc(MemCategory::Buffers, gathered_bytes(u), "gathered " + u.label, stream, {hook_after});
-    std::vector<std::int32_t> deps = {a};
-    const std::vector<std::int64_t> calls = gather_calls(u);
-    if (offloads_params(s_)) {
-      // The partition comes in from host memory (or NVMe through it) before the all-gather.
-      const WorkKind from = s_.zero.offload_param == OffloadDevice::Nvme ? WorkKind::NvmeToDevice
-                                                                          : WorkKind::HostToDevice;
-      Bytes partition = 0;
-      for (std::int64_t elements : calls) partition += 2 * ceil_div(elements, dp);
-      deps.push_back(offload_.host_copy(from, partition, Stream::H2D,
-                                        "param partition in " + u.label, {hook_after}));
-    }
-    // Which ranks hold the pieces: MiCS gathers inside its shard group; with hpZ only the first
-    // gather of a parameter in a step (the first forward) reads the primary partition over the
-    // whole DP group, every later one the node's secondary copy (DeepSpeed
-    // partition_parameters.py: ds_secondary_tensor, dropped after the optimizer step).
-    const bool shard_group = s_.zero.mics_shard_size > 0 ||
-                             (s_.zero.hpz_partition_size > 1 && (backward || !first_forward_));
-    const std::int64_t n = shard_group ? dp_subgroup_ : dp;
-    const Peer peer = shard_group ? Peer::DpShard : Peer::Dp;
-    const std::string unit_name = unit_op_name(u, backward ? "gather(bwd)" : "gather(fwd)");
-    std::int32_t prev = -1;
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      if (calls[i] == 0) continue;
-      const std::string name =
-          calls.size() > 1 ? unit_name + " module " + std::to_string(i) : unit_name;
-      const std::vector<std::int32_t> d = i == 0 ? deps : std::vector<std::int32_t>{prev};
-      const std::int64_t piece = ceil_div(calls[i], n);
-      // qwZ: int8 with one fp32 scale per group of at most kQwzGroup elements; the codes and the
-      // scales are two all-gathers on the same group, and the gathered weights are dequantized
-      // before use. MiCS ignores the flag (mics.py).
-      if (s_.zero.quantized_weights && s_.zero.mics_shard_size <= 0) {
-        const std::int32_t q = quantize_op(e_, 3 * piece, stream, "quantize " + name, d);
-        const std::int32_t codes = e_.collective(peer, CollectiveKind::AllGather, piece * n,
-                                                 stream, name + " int8", {q});
-        const std::int32_t scales = e_.collective(peer, CollectiveKind::AllGather,
-                                                  4 * ceil_div(piece, kQwzGroup) * n, stream,
-                                                  name + " scales", {codes});
-        prev = quantize_op(e_, 3 * calls[i], stream, "dequantize " + name, {scales});
-      } else {
-        prev = e_.collective(peer, CollectiveKind::AllGather,
-                             gathered_param_bytes(s_, u) * piece * n, stream, name, d);
-      }
-    }
-    // With expert parallelism the routed experts are sharded over the ranks holding the same
-    // experts (torchtitan: the block's expert parameters on the efsdp mesh, the others on the
-    // dp mesh, distributed/fsdp.py), so they come in an all-gather over that group of their own.
-    if (const std::int64_t experts = expert_group_params(s_, u); experts > 0) {
-      const std::int64_t edp = s_.expert_dp();
-      const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
-      prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
-                           gathered_param_bytes(s_, u) * ceil_div(experts, edp) * edp, stream,
-                           unit_name + " experts", after);
-    }
-    fetch_op_[k] = prev;
-    last_issued_ = prev;
+  const std::vector<std::int64_t> calls = gather_calls(u);
+  const bool with_experts = last + 1 == calls.size();
+  std::int64_t elements = with_experts ? expert_group_params(s_, u) : 0;
+  for (std::size_t i = first; i <= last; ++i) elements += calls[i];
+  std::int32_t a = e_.alloc(MemCategory::Buffers, gathered_param_bytes(s_, u) * elements,
+                            "gathered " + u.label, stream, {hook_after});
+  std::vector<std::int32_t> deps = {a};
+  if (offloads_params(s_)) {
+    // The partition comes in from host memory (or NVMe through it) before the all-gather.
+    const WorkKind from = s_.zero.offload_param == OffloadDevice::Nvme ? WorkKind::NvmeToDevice
+                                                                        : WorkKind::HostToDevice;
+    Bytes partition = 0;
+    for (std::size_t i = first; i <= last; ++i) partition += 2 * ceil_div(calls[i], dp);
+    deps.push_back(offload_.host_copy(from, partition, Stream::H2D,
+                                      "param partition in " + u.label, {hook_after}));
   }
+  // Which ranks hold the pieces: MiCS gathers inside its shard group; with hpZ only the first
+  // gather of a parameter in a step (the first forward) reads the primary partition over the
+  // whole DP group, every later one the node's secondary copy (DeepSpeed
+  // partition_parameters.py: ds_secondary_tensor, dropped after the optimizer step).
+  const bool shard_group = s_.zero.mics_shard_size > 0 ||
+                           (s_.zero.hpz_partition_size > 1 && (backward || !first_forward_));
+  const std::int64_t n = shard_group ? dp_subgroup_ : dp;
+  const Peer peer = shard_group ? Peer::DpShard : Peer::Dp;
+  const char* pass = r.trace[k].kind == UseKind::Forward  ? "gather(fwd)"
+                     : r.trace[k].kind == UseKind::Replay ? "gather(recompute)"
+                                                          : "gather(bwd)";
+  const std::string unit_name = unit_op_name(u, pass);
+  std::int32_t prev = -1;
+  for (std::size_t i = first; i <= last; ++i) {
+    if (calls[i] == 0) continue;
+    const std::string name =
+        calls.size() > 1 ? unit_name + " module " + std::to_string(i) : unit_name;
+    const std::vector<std::int32_t> d = prev < 0 ? deps : std::vector<std::int32_t>{prev};
+    const std::int64_t piece = ceil_div(calls[i], n);
+    // qwZ: int8 with one fp32 scale per group of at most kQwzGroup elements; the codes and the
+    // scales are two all-gathers on the same group, and the gathered weights are dequantized
+    // before use. MiCS ignores the flag (mics.py).
+    if (s_.zero.quantized_weights && s_.zero.mics_shard_size <= 0) {
+      const std::int32_t q = quantize_op(e_, 3 * piece, stream, "quantize " + name, d);
+      const std::int32_t codes = e_.collective(peer, CollectiveKind::AllGather, piece * n,
+                                               stream, name + " int8", {q});
+      const std::int32_t scales = e_.collective(peer, CollectiveKind::AllGather,
+                                                4 * ceil_div(piece, kQwzGroup) * n, stream,
+                                                name + " scales", {codes});
+      prev = quantize_op(e_, 3 * calls[i], stream, "dequantize " + name, {scales});
+    } else {
+      prev = e_.collective(peer, CollectiveKind::AllGather,
+                           gathered_param_bytes(s_, u) * piece * n, stream, name, d);
+    }
+  }
+  // With expert parallelism the routed experts are sharded over the ranks holding the same
+  // experts (torchtitan: the block's expert parameters on the efsdp mesh, the others on the
+  // dp mesh, distributed/fsdp.py), so they come in an all-gather over that group of their own.
+  if (const std::int64_t experts = expert_group_params(s_, u); experts > 0 && with_experts) {
+    const std::int64_t edp = s_.expert_dp();
+    const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
+    prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
+                         gathered_param_bytes(s_, u) * ceil_div(experts, edp) * edp, stream,
+                         unit_name + " experts", after);
+  }
+  return prev;
 }
 
 // The elements of each all-gather call that fetches a unit: one call for the whole unit, or,

@@ -1,12 +1,14 @@
 #pragma once
-// ZeRO-3 parameter residency as DeepSpeed's partitioned_param_coordinator runs it in the steady
-// state (the module trace is recorded, so prefetch is active): for each use of a unit in a pass
-// over a chunk, whether it must be gathered first, which pre-hook issues that gather (fetch and
-// prefetch up to stage3_prefetch_bucket_size within stage3_max_live_parameters), and whether it
-// is released after use (persistence threshold, stage3_max_reuse_distance). Gathers follow the
-// sharding variant: the whole DP group, a MiCS shard group, ZeRO++'s hpZ secondary copy or qwZ's
-// int8 codes; DeepSpeed 0.3.13-0.5 (zero.stage3_implementation = per-parameter) gathers tensor by
-// tensor with host-side tensor lists and no prefetch.
+// ZeRO-3 parameter residency in the steady state (the module trace recorded, so prefetch is
+// active): for each use of a unit in a pass over a chunk (forward, full recomputation's replay,
+// backward), which pre-hook gathers it and whether it is released after use. DeepSpeed >= 0.6 as
+// its PartitionedParameterCoordinator queue runs it (ParameterPolicy::coordinator_queue: module
+// by module, prefetch within stage3_prefetch_bucket_size and stage3_max_live_parameters, release
+// by persistence, stage3_max_reuse_distance and what the prefetcher skipped); FSDP and DeepSpeed
+// 0.3.13-0.5 as a window over the units that need a gather (the latter, zero.stage3_implementation
+// = per-parameter, tensor by tensor with host-side tensor lists and no prefetch). Gathers follow
+// the sharding variant: the whole DP group, a MiCS shard group, ZeRO++'s hpZ secondary copy or
+// qwZ's int8 codes.
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -56,30 +58,60 @@ class Zero3Params {
     return smalls_persist(u) ? u.params - small_tensor_elements(u) : u.params;
   }
 
-  // Forward over `chunk`: the gathers unit u waits for (-1: none), and whether it is released
-  // after its forward. `first_forward`: the chunk's first forward of the step (hpZ).
+  // The fetch trace of one pass over a chunk: each unit's forward use, then, in reverse, each
+  // unit's backward use, with full recomputation replayed before the layer's backward
+  // (Scenario::replays_layers_before_backward) the replay's use of each of the layer's units
+  // ahead of the layer's backward uses.
+  enum class UseKind : std::uint8_t { Forward, Replay, Backward };
+  // Positions in the trace: unit u's forward use is u.
+  std::size_t backward_use(int chunk, std::size_t unit) const;
+  std::size_t replay_use(int chunk, std::size_t unit) const;
+
+  // Forward over `chunk`: the gathers a use waits for (-1: none) and whether the unit is
+  // released after it. `first_forward`: the chunk's first forward of the step (hpZ).
   void begin_forward(int chunk, bool first_forward);
-  std::int32_t fetch_forward(int chunk, std::size_t u, std::int32_t hook_after);
-  bool release_after_forward(int chunk, std::size_t u) const;
+  std::int32_t fetch_forward(int chunk, std::size_t u, std::int32_t hook_after) {
+    return fetch(chunk, u, hook_after);
+  }
   void end_forward(int mb, int chunk);
-  // Backward over the chunk's units in reverse: unit i is use 2n - 1 - i of the trace.
+  // Backward over the chunk: its replay and backward uses in trace order.
   void begin_backward(int mb, int chunk);
-  std::int32_t fetch_backward(int chunk, std::size_t use, std::int32_t hook_after);
-  bool release_after_backward(int chunk, std::size_t unit, std::size_t use) const;
+  std::int32_t fetch_backward(int chunk, std::size_t use, std::int32_t hook_after) {
+    return fetch(chunk, use, hook_after);
+  }
+  bool release_after(int chunk, std::size_t use) const {
+    return residency_[chunk].release_after[use];
+  }
   // The last gather issued before the most recent pre-hook (-1: none): what a compute op waits
   // for besides its own gather when the framework waits for the whole gather stream.
   std::int32_t gathers_before_hook() const { return issued_before_hook_; }
 
  private:
-  // The fetch trace of one pass over a chunk: forward uses of its units, then backward uses in
-  // reverse. For each use, whether the unit must be gathered first and whether it is released.
+  struct Use {
+    int unit;
+    UseKind kind;
+  };
+  // A gather a pre-hook issues: call `call` (gather_calls) of the unit of use `use`.
+  struct Issue {
+    int use, call;
+  };
   struct Residency {
-    std::vector<bool> persistent, keep_after_forward, needs_fetch;
-    std::vector<std::pair<int, bool>> trace;  // (unit, backward)
-    std::vector<int> issue_at;
+    std::vector<bool> persistent;
+    std::vector<Use> trace;
+    std::vector<bool> release_after;         // per use
+    std::vector<std::vector<Issue>> issues;  // per use: what its pre-hook gathers, in order
+    std::vector<std::size_t> backward_use, replay_use;  // per unit
   };
   void plan_chunk(int chunk);
+  // The release after each use and the gathers of each pre-hook: one unit-level prefetch
+  // window (FSDP, DeepSpeed's 2021 stage 3) or DeepSpeed's coordinator queue.
+  void plan_window(Residency& r, const std::vector<Unit>& units) const;
+  void plan_queue(Residency& r, const std::vector<Unit>& units) const;
+  std::int32_t fetch(int chunk, std::size_t use, std::int32_t hook_after);
   void issue_fetches(int chunk, std::size_t use, std::int32_t hook_after);
+  // Calls [first, last] of use k's unit, issued together after `hook_after`.
+  std::int32_t gather(int chunk, std::size_t k, std::size_t first, std::size_t last,
+                      std::int32_t hook_after);
   std::int32_t per_parameter_gather(const Unit& u, bool backward, std::int32_t after);
   // The elements of each all-gather over the DP group that fetches a unit (its routed experts
   // apart, expert_group_params).
@@ -94,7 +126,7 @@ class Zero3Params {
   std::int32_t last_issued_ = -1, issued_before_hook_ = -1;
   std::vector<Residency> residency_;
   bool first_forward_ = false;
-  // Fetches of the current pass; a pass's backward may use gathers its forward prefetched.
+  // Gathers of the current pass per use; a pass's backward may use gathers its forward issued.
   std::vector<std::int32_t> fetch_op_;
   std::map<std::pair<int, int>, std::vector<std::int32_t>> pending_fetches_;  // (mb, chunk)
 };

@@ -317,8 +317,10 @@ KeySpec ranks_key(std::string path, std::string help, Get get, RankLimit limit) 
 }
 
 // Keys whose values are names for a flag.
-inline constexpr EnumName<bool> kStage3ImplementationNames[] = {{false, "coalesced"},
-                                                                 {true, "per-parameter"}};
+inline constexpr EnumName<Stage3Implementation> kStage3ImplementationNames[] = {
+    {Stage3Implementation::Coalesced, "coalesced"},
+    {Stage3Implementation::CoalescedV060, "coalesced-v0.6.0"},
+    {Stage3Implementation::PerParameter, "per-parameter"}};
 inline constexpr EnumName<bool> kGranularityNames[] = {{true, "layer"}};
 inline constexpr EnumName<bool> kRanksNames[] = {{true, "folded"}, {false, "all"}};
 
@@ -719,11 +721,13 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                   .in_deepspeed(ds + "stage3_param_persistence_threshold")
                   .in_cases("parallel.stage3_param_persistence_threshold"));
   t.push_back(enum_key("zero.stage3_implementation", "coalesced", kStage3ImplementationNames,
-                       "coalesced: DeepSpeed >= 0.6 (batched, prefetched gathers); per-parameter: "
-                       "DeepSpeed 0.3.13-0.5 (2021), one synchronous all-gather and one "
-                       "reduce-scatter per parameter tensor, each building world-size tensor "
-                       "lists on the host",
-                       FIELD(zero.per_parameter_stage3))
+                       "coalesced: DeepSpeed >= 0.6.4 (module hooks, prefetched gathers); "
+                       "coalesced-v0.6.0: DeepSpeed 0.6.0-0.6.3, whose prefetch also counts the "
+                       "parameters it finds gathered toward stage3_prefetch_bucket_size; "
+                       "per-parameter: DeepSpeed 0.3.13-0.5 (2021), one synchronous all-gather "
+                       "and one reduce-scatter per parameter tensor, each building world-size "
+                       "tensor lists on the host",
+                       FIELD(zero.stage3_implementation))
                   .in_cases("parallel.stage3_implementation"));
   t.push_back(enum_key("zero.offload_optimizer.device", "none", kOffloadDeviceNames,
                        "where optimizer states live", FIELD(zero.offload_optimizer))

@@ -469,7 +469,7 @@ void fp8_gather_rules(const Scenario& s) {
                        "2); got " + to_string(s.parallel.framework) + " with zero.stage " +
                            std::to_string(s.zero.stage));
     }
-    if (s.zero.quantized_weights || s.zero.per_parameter_stage3) {
+    if (s.zero.quantized_weights || s.zero.per_parameter_stage3()) {
       throw InputError("training.fp8_param_gather",
                        "not with ZeRO++ qwZ (zero.zero_quantized_weights) or the 2021 stage 3 "
                        "(zero.stage3_implementation per-parameter)");
@@ -590,7 +590,8 @@ void zero_rules(Scenario& s, const Given& given) {
       throw InputError(key, "the cluster's nodes have no NVMe (cluster.host.nvme_bandwidth is 0)");
     }
   }
-  if (z.per_parameter_stage3 && (z.stage != 3 || p.framework != Framework::DeepSpeed)) {
+  if (z.stage3_implementation != Stage3Implementation::Coalesced &&
+      (z.stage != 3 || p.framework != Framework::DeepSpeed)) {
     throw InputError("zero.stage3_implementation",
                      "describes DeepSpeed's stage 3; needs zero.stage 3 and parallel.framework "
                      "deepspeed");

@@ -218,6 +218,11 @@ struct ParallelConfig {
 
 // DeepSpeed's zero_optimization section, with DeepSpeed's names and units (bucket sizes and
 // thresholds are element counts, as in DeepSpeed).
+// Which DeepSpeed stage 3 (zero.stage3_implementation): the module-hook coordinator of 0.6.4 and
+// later, the same in 0.6.0-0.6.3 (whose prefetch counts the parameters it finds already gathered
+// toward the bucket), or the 2021 per-tensor gathers.
+enum class Stage3Implementation : std::uint8_t { Coalesced, CoalescedV060, PerParameter };
+
 struct ZeroConfig {
   int stage = 0;
   std::int64_t reduce_bucket_size = 500'000'000;
@@ -233,7 +238,10 @@ struct ZeroConfig {
   OffloadDevice offload_optimizer = OffloadDevice::None;
   OffloadDevice offload_param = OffloadDevice::None;
   bool delayed_param_update = false;  // ZeRO-Offload DPU
-  bool per_parameter_stage3 = false;  // DeepSpeed 0.3.13-0.5 stage 3 (2021)
+  Stage3Implementation stage3_implementation = Stage3Implementation::Coalesced;
+  bool per_parameter_stage3() const {  // DeepSpeed 0.3.13-0.5 stage 3 (2021)
+    return stage3_implementation == Stage3Implementation::PerParameter;
+  }
   // ZeRO++ (Wang et al. 2023): quantized weights, hierarchical partitioning, quantized gradients.
   bool quantized_weights = false;
   int hpz_partition_size = 1;
@@ -343,6 +351,15 @@ struct Scenario {
   // in FP8 (under ZeRO-3 / FSDP, Zero3Params gathers them in FP8 instead).
   bool fp8_params_gathered_after_step() const {
     return training.fp8_param_gather && zero.stage < 3;
+  }
+  // Full recomputation replays each layer's forward, block after block, before the layer's
+  // backward. The plan emits that replay as ops of its own where its order changes the schedule:
+  // under DeepSpeed's stage 3 (>= 0.6), whose module hooks fetch the parameters again for the
+  // replay (the replay's modules are uses in the coordinator's trace). Elsewhere each block's
+  // backward op includes its own replay, the same time.
+  bool replays_layers_before_backward() const {
+    return parallel.recompute == Recompute::Full && zero.stage == 3 &&
+           parallel.framework == Framework::DeepSpeed && !zero.per_parameter_stage3();
   }
   // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
   // one model chunk per stage.

@@ -73,9 +73,12 @@ json zero_of(Variant v) {
     case Variant::Stage2AllReduce:
       return {{"stage", 2}};
     case Variant::Stage3NoReuse:
+      // No prefetch either: DeepSpeed (0.6.6 on) keeps a parameter whose later use its
+      // prefetcher skipped past while it was gathered.
       return {{"stage", 3},
               {"stage3_param_persistence_threshold", 0},
-              {"stage3_max_reuse_distance", 0}};
+              {"stage3_max_reuse_distance", 0},
+              {"stage3_prefetch_bucket_size", 0}};
     case Variant::Stage3Reuse:
       return {{"stage", 3},
               {"stage3_param_persistence_threshold", 0},

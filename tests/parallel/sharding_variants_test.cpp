@@ -80,8 +80,11 @@ TEST(ZeroPlusPlus, QuantizedWeightsHalveTheGatherBytesPlusScales) {
 }
 
 TEST(ZeroPlusPlus, HpzKeepsEveryGatherButTheFirstForwardInsideTheNode) {
-  // Reuse distance 0: the backward gathers again what the forward released.
-  const json hpz_zero = {{"zero_hpz_partition_size", 8}, {"stage3_max_reuse_distance", 0}};
+  // Reuse distance 0 and no prefetch (which would keep what it skips past): the backward
+  // gathers again what the forward released.
+  const json hpz_zero = {{"zero_hpz_partition_size", 8},
+                         {"stage3_max_reuse_distance", 0},
+                         {"stage3_prefetch_bucket_size", 0}};
   const TrainingPlan tp = build_training_plan(resolve_scenario(variant_doc(hpz_zero, 2)), false);
   int first_forward = 0, later = 0;
   for (OpId id : ops_named(tp.plan, "gather(")) {
@@ -101,7 +104,9 @@ TEST(ZeroPlusPlus, HpzKeepsEveryGatherButTheFirstForwardInsideTheNode) {
   EXPECT_EQ(later, 3 * first_forward);
   const StepReport hpz = simulate_step(resolve_scenario(variant_doc(hpz_zero, 2))).report;
   const StepReport plain =
-      simulate_step(resolve_scenario(variant_doc({{"stage3_max_reuse_distance", 0}}, 2))).report;
+      simulate_step(resolve_scenario(variant_doc(
+                        {{"stage3_max_reuse_distance", 0}, {"stage3_prefetch_bucket_size", 0}}, 2)))
+          .report;
   EXPECT_LT(hpz.internode_bytes_per_gpu[0], plain.internode_bytes_per_gpu[0]);
 }
 
@@ -257,6 +262,64 @@ TEST(DeepSpeedStage3, BiasesAndNormsPersistAndAreGatheredOneByOneAfterTheStep) {
   EXPECT_EQ(mlp, (std::vector<Bytes>{2 * 4 * h * h, 2 * 4 * h * h}));
 }
 
+// Full recomputation under DeepSpeed's stage 3: CheckpointFunction.backward replays the layer's
+// forward before its backward, each module's pre-forward hook firing again, so the replay's
+// modules are uses of the coordinator's trace (partitioned_param_coordinator.py). With a prefetch
+// bucket of one element a pre-hook gathers one module ahead at most, and with a reuse distance
+// of 0 nothing stays gathered for its distance alone:
+//  - each layer's two blocks are gathered for the replay, each module by its own call;
+//  - the MLP, used again right after its replay, is not gathered again: 0.6.6 and later keep it
+//    because the prefetcher popped its backward's entries while it was gathered (PR #2016),
+//    0.6.0-0.6.3 because it is reused within the distance (0 elements, not more);
+//  - the last layer's attention, released after its replay, is gathered again for its backward,
+//    prefetched at the MLP's replay (entries already gathered are skipped without counting), or
+//    in 0.6.0-0.6.3 at the MLP's backward (the MLP's backward entry, gathered, used up the
+//    bucket first). 0.6.0-0.6.3 gather the first layer's attention again the same way; 0.6.6
+//    keeps it: the previous layer's backward hooks already prefetched its MLP's replay, so its
+//    own replay hooks pop on, past its backward's entries while it is gathered.
+TEST(DeepSpeedStage3, FullRecomputationReplaysTheLayerThroughTheTrace) {
+  for (const char* impl : {"coalesced", "coalesced-v0.6.0"}) {
+    json doc = variant_doc({{"stage3_prefetch_bucket_size", 1},
+                            {"stage3_max_reuse_distance", 0},
+                            {"stage3_implementation", impl}});
+    doc["parallel"]["recompute"] = "full";
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    const Plan& plan = tp.plan;
+    const bool newest = std::string(impl) == "coalesced";
+    for (const char* layer : {"L0", "L1"}) {
+      const std::string l = std::string(" ") + layer;
+      EXPECT_EQ(ops_named(plan, ("gather(recompute) attention" + l).c_str()).size(), 2u) << impl;
+      EXPECT_EQ(ops_named(plan, ("gather(recompute) mlp" + l).c_str()).size(), 2u) << impl;
+      const std::size_t again = newest && std::string(layer) == "L0" ? 0 : 2;
+      EXPECT_EQ(ops_named(plan, ("gather(bwd) attention" + l).c_str()).size(), again) << impl;
+      EXPECT_TRUE(ops_named(plan, ("gather(bwd) mlp" + l).c_str()).empty()) << impl;
+    }
+    // Ops are emitted in the host's order: a pre-hook's gathers before its block's compute.
+    auto first_compute = [&](const char* prefix) {
+      for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
+        if (plan.ops[id].kind == OpKind::Compute && starts_with(plan.names[plan.ops[id].name], prefix)) {
+          return id;
+        }
+      }
+      ADD_FAILURE() << "no compute op " << prefix;
+      return OpId{0};
+    };
+    const OpId regather = ops_named(plan, "gather(bwd) attention L1").front();
+    const OpId attention_replay = first_compute("recompute attention L1");
+    const OpId mlp_replay = first_compute("recompute mlp L1");
+    const OpId mlp_backward = first_compute("bwd mlp L1");
+    ASSERT_LT(attention_replay, mlp_replay);
+    ASSERT_LT(mlp_replay, mlp_backward);
+    if (newest) {
+      EXPECT_GT(regather, attention_replay);
+      EXPECT_LT(regather, mlp_replay);
+    } else {
+      EXPECT_GT(regather, mlp_replay);
+      EXPECT_LT(regather, mlp_backward);
+    }
+  }
+}
+
 TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
   EXPECT_EQ(input_error_key(variant_doc({{"stage", 2}, {"zero_quantized_weights", true}})),
             "zero.zero_quantized_weights");
@@ -268,6 +331,11 @@ TEST(ShardingVariants, InvalidCombinationsNameTheKey) {
             "zero.zero_hpz_partition_size");
   EXPECT_EQ(input_error_key(variant_doc({{"stage", 2}, {"stage3_implementation", "per-parameter"}})),
             "zero.stage3_implementation");
+  // DeepSpeed's stage 3 only: a DeepSpeed version's coordinator means nothing to FSDP.
+  EXPECT_EQ(input_error_key(variant_doc({{"stage3_implementation", "coalesced-v0.6.0"}}, 1, "fsdp")),
+            "zero.stage3_implementation");
+  EXPECT_EQ(input_error_key(variant_doc({{"stage3_implementation", "coalesced-v0.6.0"}})),
+            "(accepted)");
 }
 
 }  // namespace

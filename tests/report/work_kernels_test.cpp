@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/work_kernels.h"
@@ -109,6 +110,30 @@ double work_seconds(const json& doc, WorkKind kind) {
   }
   ADD_FAILURE() << "no work of kind " << static_cast<int>(kind);
   return 0;
+}
+
+// Full recomputation costs each layer block's forward once more, wherever the plan puts it:
+// inside the block's backward op, or (DeepSpeed's stage 3, whose hooks fetch for the replay) as
+// the forward's own op before the layer's backward. GPT-3 6.7B at micro-batch 4 keeps every
+// block GPU-bound, so the host's dispatch floor does not decide either time.
+TEST(workKernels, ReplayedForwardIsPricedOnce) {
+  json doc = {{"model", "gpt3-6.7b"},
+              {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}},
+              {"training", {{"micro_batch_size", 4}, {"gradient_accumulation_steps", 1}}},
+              {"parallel", {{"framework", "deepspeed"}, {"recompute", "full"}}},
+              {"zero", {{"stage", 2}}},
+              {"sim", {{"allow_oom", true}}}};
+  const std::pair<WorkKind, WorkKind> blocks[] = {
+      {WorkKind::AttentionForward, WorkKind::AttentionBackward},
+      {WorkKind::MlpForward, WorkKind::MlpBackward}};
+  for (const auto& [fwd, bwd] : blocks) {
+    const double inside = work_seconds(doc, bwd);
+    json own = doc;
+    own["zero"]["stage"] = 3;
+    const double forward = work_seconds(own, fwd);
+    EXPECT_GT(forward, 0.1 * inside);
+    EXPECT_NEAR(work_seconds(own, bwd) + forward, inside, 1e-12 * inside);
+  }
 }
 
 // The block's time as priced, and the GPU's time alone: the same block under FSDP, whose model
