@@ -61,11 +61,12 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
     // runtime/comm/coalesced_collectives.py): module hooks, a gradient hook per parameter with
     // the bucket flushed before a gradient that would overflow it
     // (reduce_independent_p_g_buckets_and_remove_grads), reduce_scatter_coalesced's per-rank
-    // slices on the host, the compute stream waiting for the whole gather stream at each
-    // module, and the persistent tensors (v0.6.2 to the newest release) gathered one by one
-    // after the step.
+    // slices on the host, and the persistent tensors (v0.6.2 to the newest release) gathered
+    // one by one after the step. Each module's compute waits for its own gathers (and, the
+    // process group's NCCL stream being in order, for what was issued before them): the gather
+    // stream it waits on holds only the waits on those handles, the collectives running on
+    // ProcessGroupNCCL's stream.
     p.params.gather_per_module = true;
-    p.params.compute_waits_for_earlier_gathers = true;
     p.params.persistent_per_tensor = true;
     p.params.coordinator_queue = true;
     g.per_tensor_hooks = true;

@@ -81,9 +81,6 @@ struct ParameterPolicy {
   // Stage 3 gathers each module's parameters with a collective of its own (DeepSpeed's hooks are
   // per nn.Module: fused QKV, output projection, each MLP linear), not one per unit.
   bool gather_per_module = false;
-  // A compute op waits for every gather issued before its pre-hook, not only its own (DeepSpeed's
-  // fetch_sub_module: current_stream().wait_stream(allgather stream) before the prefetches).
-  bool compute_waits_for_earlier_gathers = false;
   // Stage 3 decides persistence tensor by tensor (DeepSpeed's ds_persist: ds_numel against
   // stage3_param_persistence_threshold), so a large module's biases and norms stay gathered, and
   // after the step gathers every persistent tensor again with an all-gather of its own

@@ -182,9 +182,6 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
   if (f.combine.after >= 0) deps.push_back(flush_exchange(f.combine));
   if (stage3) {
     deps.push_back(zero3_.fetch_forward(f.chunk, u, f.prev));
-    if (policy_.params.compute_waits_for_earlier_gathers) {
-      deps.push_back(zero3_.gathers_before_hook());
-    }
   }
   if (f.gather_params) {
     for (const auto part : {ParamGather::Part::Dense, ParamGather::Part::Experts}) {
@@ -309,9 +306,6 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   if (b.dispatch.after >= 0) deps.push_back(flush_exchange(b.dispatch));
   const auto fetch = [&] {
     deps.push_back(zero3_.fetch_backward(b.chunk, zero3_.backward_use(b.chunk, i), b.prev));
-    if (policy_.params.compute_waits_for_earlier_gathers) {
-      deps.push_back(zero3_.gathers_before_hook());
-    }
   };
   if (stage3 && !replay) fetch();
   const Bytes recomputed =
@@ -446,9 +440,6 @@ void StageBuilder::replay_layer(BackwardPass& b, std::size_t last, std::vector<s
     const Unit& unit = units[j];
     const std::size_t use = zero3_.replay_use(b.chunk, j);
     deps.push_back(zero3_.fetch_backward(b.chunk, use, b.prev));
-    if (policy_.params.compute_waits_for_earlier_gathers) {
-      deps.push_back(zero3_.gathers_before_hook());
-    }
     const std::int32_t block_start = b.prev;
     b.prev = e_.compute(unit.forward, Phase::Backward, unit_op_name(unit, "recompute") + b.suffix,
                         std::exchange(deps, {}));

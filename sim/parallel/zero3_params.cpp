@@ -285,7 +285,6 @@ std::int32_t Zero3Params::fetch(int chunk, std::size_t use, std::int32_t hook_af
 }
 
 void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_after) {
-  issued_before_hook_ = last_issued_;
   const std::vector<Issue>& issues = residency_[chunk].issues[use];
   for (std::size_t i = 0; i < issues.size();) {
     // The calls of one use issued in a row (in module order, or reversed for a backward) go
@@ -300,7 +299,6 @@ void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_af
     const std::size_t first = static_cast<std::size_t>(std::min(issues[i].call, issues[j].call));
     const std::size_t last = static_cast<std::size_t>(std::max(issues[i].call, issues[j].call));
     fetch_op_[k] = gather(chunk, k, first, last, hook_after);
-    last_issued_ = fetch_op_[k];
     i = j + 1;
   }
 }

@@ -82,9 +82,6 @@ class Zero3Params {
   bool release_after(int chunk, std::size_t use) const {
     return residency_[chunk].release_after[use];
   }
-  // The last gather issued before the most recent pre-hook (-1: none): what a compute op waits
-  // for besides its own gather when the framework waits for the whole gather stream.
-  std::int32_t gathers_before_hook() const { return issued_before_hook_; }
 
  private:
   struct Use {
@@ -123,7 +120,6 @@ class Zero3Params {
   int dp_subgroup_;
   const ParameterPolicy& policy_;
   Offload& offload_;
-  std::int32_t last_issued_ = -1, issued_before_hook_ = -1;
   std::vector<Residency> residency_;
   bool first_forward_ = false;
   // Gathers of the current pass per use; a pass's backward may use gathers its forward issued.
