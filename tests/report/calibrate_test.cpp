@@ -3,7 +3,7 @@
 // validate_published's, checked in published_test.cpp), the NCCL launch refit against the
 // measurement file read here and the figures fitted_constants.h declares, and the grid parser's
 // refusals. The declared grid over the whole calibration set is not searched here (26 x 16
-// simulations); `zerosim calibrate` prints it, and it does not give the shipped 0.85 (0.89,
+// simulations); `zerosim calibrate` prints it, and it does not give the shipped 0.85 (0.93,
 // docs/VALIDATION.md#refitting-the-declared-constants).
 #include <gtest/gtest.h>
 
