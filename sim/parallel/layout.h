@@ -48,6 +48,22 @@ inline int gathered_param_bytes(const Scenario& s, const Unit& u) {
   return s.training.fp8_param_gather && u.layer >= 0 ? 1 : 2;
 }
 
+// The first of the units a layer's blocks occupy in `units` that end at unit `last` (a layer's
+// attention and MLP or MoE blocks are consecutive), and whether unit i is its layer's last block:
+// where full recomputation's replay of the layer begins its backward.
+inline std::size_t layer_first_unit(const std::vector<Unit>& units, std::size_t last) {
+  std::size_t first = last;
+  while (first > 0 && units[first - 1].layer == units[last].layer &&
+         is_layer_backward(units[first - 1].backward)) {
+    --first;
+  }
+  return first;
+}
+inline bool ends_layer(const std::vector<Unit>& units, std::size_t i) {
+  return is_layer_backward(units[i].backward) &&
+         (i + 1 == units.size() || units[i + 1].layer != units[i].layer);
+}
+
 // "fwd attention L3", "gather(bwd) head": an op name for a pass over a unit.
 std::string unit_op_name(const Unit& u, const char* pass);
 

@@ -300,8 +300,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   const std::vector<Unit>& units = chunks_[b.chunk];
   const Unit& unit = units[i];
   // The layer's forward replayed by ops of its own, before the backward of its last block.
-  const bool replay = s_.replays_layers_before_backward() && is_layer_backward(unit.backward) &&
-                      (i + 1 == units.size() || units[i + 1].layer != unit.layer);
+  const bool replay = s_.replays_layers_before_backward() && ends_layer(units, i);
   std::vector<std::int32_t> deps;
   if (b.dispatch.after >= 0) deps.push_back(flush_exchange(b.dispatch));
   const auto fetch = [&] {
@@ -428,15 +427,11 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
 // Full recomputation's replay of the layer whose last block is unit `last`, under DeepSpeed's
 // stage 3 (Scenario::replays_layers_before_backward): each of its blocks' forward, in order, after
 // its pre-hook's gathers, with its TP collectives; the first waits for `deps` (the checkpoint's
-// restore).
+// restore). A Ulysses layer's replayed all-to-alls stay with its attention's backward
+// (context_exchange_before), the same bytes a block later.
 void StageBuilder::replay_layer(BackwardPass& b, std::size_t last, std::vector<std::int32_t> deps) {
   const std::vector<Unit>& units = chunks_[b.chunk];
-  std::size_t first = last;
-  while (first > 0 && units[first - 1].layer == units[last].layer &&
-         is_layer_backward(units[first - 1].backward)) {
-    --first;
-  }
-  for (std::size_t j = first; j <= last; ++j) {
+  for (std::size_t j = layer_first_unit(units, last); j <= last; ++j) {
     const Unit& unit = units[j];
     const std::size_t use = zero3_.replay_use(b.chunk, j);
     deps.push_back(zero3_.fetch_backward(b.chunk, use, b.prev));

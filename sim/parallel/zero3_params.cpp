@@ -80,15 +80,10 @@ void Zero3Params::plan_chunk(int chunk) {
   r.replay_use.assign(n, 0);
   const bool replay = s_.replays_layers_before_backward();
   for (std::size_t u = n; u-- > 0;) {
-    const int layer = units[u].layer;
     // The layer's last block begins its backward: DeepSpeed's CheckpointFunction.backward replays
     // the layer's forward, each module's pre-forward hook firing again, before the backward hooks.
-    if (replay && is_layer_backward(units[u].backward) && (u + 1 == n || units[u + 1].layer != layer)) {
-      std::size_t first = u;
-      while (first > 0 && units[first - 1].layer == layer && is_layer_backward(units[first - 1].backward)) {
-        --first;
-      }
-      for (std::size_t j = first; j <= u; ++j) {
+    if (replay && ends_layer(units, u)) {
+      for (std::size_t j = layer_first_unit(units, u); j <= u; ++j) {
         r.replay_use[j] = r.trace.size();
         r.trace.push_back({static_cast<int>(j), UseKind::Replay});
       }
@@ -132,7 +127,7 @@ void Zero3Params::plan_window(Residency& r, const std::vector<Unit>& units) cons
     const bool bwd = r.trace[k].kind == UseKind::Backward;
     needs_fetch[k] = !r.persistent[u] && !(bwd && keep_after_forward[u]);
     // Released after the forward unless kept; after the backward whatever is gathered.
-    r.release_after[k] = !r.persistent[u] && (bwd || needs_fetch[k]) && !(!bwd && keep_after_forward[u]);
+    r.release_after[k] = bwd ? !r.persistent[u] : needs_fetch[k] && !keep_after_forward[u];
   }
   // The pre-hook of use c fetches c and prefetches the following uses that need a fetch, up to
   // stage3_prefetch_bucket_size elements (the last may overshoot) within
