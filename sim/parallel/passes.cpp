@@ -181,7 +181,7 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
   std::vector<std::int32_t> deps;
   if (f.combine.after >= 0) deps.push_back(flush_exchange(f.combine));
   if (stage3) {
-    deps.push_back(zero3_.fetch_forward(f.chunk, u, f.prev));
+    deps.push_back(zero3_.fetch(f.chunk, u, f.prev));
   }
   if (f.gather_params) {
     for (const auto part : {ParamGather::Part::Dense, ParamGather::Part::Experts}) {
@@ -304,7 +304,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   std::vector<std::int32_t> deps;
   if (b.dispatch.after >= 0) deps.push_back(flush_exchange(b.dispatch));
   const auto fetch = [&] {
-    deps.push_back(zero3_.fetch_backward(b.chunk, zero3_.backward_use(b.chunk, i), b.prev));
+    deps.push_back(zero3_.fetch(b.chunk, zero3_.backward_use(b.chunk, i), b.prev));
   };
   if (stage3 && !replay) fetch();
   const Bytes recomputed =
@@ -434,7 +434,7 @@ void StageBuilder::replay_layer(BackwardPass& b, std::size_t last, std::vector<s
   for (std::size_t j = layer_first_unit(units, last); j <= last; ++j) {
     const Unit& unit = units[j];
     const std::size_t use = zero3_.replay_use(b.chunk, j);
-    deps.push_back(zero3_.fetch_backward(b.chunk, use, b.prev));
+    deps.push_back(zero3_.fetch(b.chunk, use, b.prev));
     const std::int32_t block_start = b.prev;
     b.prev = e_.compute(unit.forward, Phase::Backward, unit_op_name(unit, "recompute") + b.suffix,
                         std::exchange(deps, {}));

@@ -70,8 +70,10 @@ void Zero3Params::plan_chunk(int chunk) {
   const std::vector<Unit>& units = chunks_[chunk];
   const std::size_t n = units.size();
   Residency& r = residency_[chunk];
+  r.calls.assign(n, {});
   r.persistent.assign(n, false);
   for (std::size_t u = 0; u < n; ++u) {
+    r.calls[u] = gather_calls(units[u]);
     r.persistent[u] = units[u].params <= s_.zero.stage3_param_persistence_threshold;
   }
   r.trace.clear();
@@ -149,8 +151,7 @@ void Zero3Params::plan_window(Residency& r, const std::vector<Unit>& units) cons
   }
   for (std::size_t k = 0; k < r.trace.size(); ++k) {
     if (issue_at[k] < 0) continue;
-    const std::size_t calls = gather_calls(units[r.trace[k].unit]).size();
-    for (std::size_t m = 0; m < calls; ++m) {
+    for (std::size_t m = 0; m < r.calls[r.trace[k].unit].size(); ++m) {
       r.issues[issue_at[k]].push_back({static_cast<int>(k), static_cast<int>(m)});
     }
   }
@@ -197,26 +198,28 @@ void Zero3Params::plan_queue(Residency& r, const std::vector<Unit>& units) const
     std::int64_t elements;
   };
   std::vector<Entry> queue;
-  std::vector<std::vector<std::int64_t>> calls(units.size());
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    calls[u] = gather_calls(units[u]);
-    calls[u].back() += expert_group_params(s_, units[u]);
-  }
+  // A module's elements: its call's, the unit's routed experts with the last.
+  const auto elements = [&](int u, int call) {
+    const std::vector<std::int64_t>& c = r.calls[u];
+    const bool last = call + 1 == static_cast<int>(c.size());
+    return c[call] + (last ? expert_group_params(s_, units[u]) : 0);
+  };
   std::vector<std::vector<std::size_t>> entries_of(n);  // per use: its entries, in hook order
   for (std::size_t k = 0; k < n; ++k) {
     const int u = r.trace[k].unit;
-    const int m = static_cast<int>(calls[u].size());
+    const int m = static_cast<int>(r.calls[u].size());
     const bool reverse = r.trace[k].kind == UseKind::Backward;
     for (int i = 0; i < m; ++i) {
       const int call = reverse ? m - 1 - i : i;
       entries_of[k].push_back(queue.size());
-      queue.push_back({static_cast<int>(k), call, calls[u][call]});
+      queue.push_back({static_cast<int>(k), call, elements(u, call)});
     }
   }
   enum class Status : std::uint8_t { NotAvailable, Inflight, Available };
   std::vector<std::vector<Status>> status(units.size());
   for (std::size_t u = 0; u < units.size(); ++u) {
-    status[u].assign(calls[u].size(), r.persistent[u] ? Status::Available : Status::NotAvailable);
+    status[u].assign(r.calls[u].size(),
+                     r.persistent[u] ? Status::Available : Status::NotAvailable);
   }
   std::vector<int> popped_for(units.size(), -1);  // the latest use the prefetcher popped
   std::size_t head = 0;
@@ -253,9 +256,9 @@ void Zero3Params::plan_queue(Residency& r, const std::vector<Unit>& units) const
     const bool skipped = !v060 && popped_for[u] > static_cast<int>(c);
     r.release_after[c] = !r.persistent[u] && !skipped && !reused_soon(c);
     if (r.release_after[c]) {
-      for (std::size_t m = 0; m < calls[u].size(); ++m) {
+      for (std::size_t m = 0; m < r.calls[u].size(); ++m) {
         status[u][m] = Status::NotAvailable;
-        available -= calls[u][m];
+        available -= elements(u, static_cast<int>(m));
       }
     }
   }
@@ -306,7 +309,7 @@ std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, st
   if (s_.zero.per_parameter_stage3()) return per_parameter_gather(u, backward, hook_after);
   const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
   const std::int64_t dp = s_.parallel.dp_cp();
-  const std::vector<std::int64_t> calls = gather_calls(u);
+  const std::vector<std::int64_t>& calls = r.calls[r.trace[k].unit];
   const bool with_experts = last + 1 == calls.size();
   std::int64_t elements = with_experts ? expert_group_params(s_, u) : 0;
   for (std::size_t i = first; i <= last; ++i) elements += calls[i];

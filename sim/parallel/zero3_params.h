@@ -67,18 +67,14 @@ class Zero3Params {
   std::size_t backward_use(int chunk, std::size_t unit) const;
   std::size_t replay_use(int chunk, std::size_t unit) const;
 
-  // Forward over `chunk`: the gathers a use waits for (-1: none) and whether the unit is
-  // released after it. `first_forward`: the chunk's first forward of the step (hpZ).
+  // A pass over `chunk`: its forward uses, then its replay and backward uses, in trace order.
+  // `first_forward`: the chunk's first forward of the step (hpZ).
   void begin_forward(int chunk, bool first_forward);
-  std::int32_t fetch_forward(int chunk, std::size_t u, std::int32_t hook_after) {
-    return fetch(chunk, u, hook_after);
-  }
   void end_forward(int mb, int chunk);
-  // Backward over the chunk: its replay and backward uses in trace order.
   void begin_backward(int mb, int chunk);
-  std::int32_t fetch_backward(int chunk, std::size_t use, std::int32_t hook_after) {
-    return fetch(chunk, use, hook_after);
-  }
+  // The pre-hook of a use, run after op `hook_after`: the gathers it issues; returns the gather
+  // the use waits for (-1: none). Then whether the unit is released after the use.
+  std::int32_t fetch(int chunk, std::size_t use, std::int32_t hook_after);
   bool release_after(int chunk, std::size_t use) const {
     return residency_[chunk].release_after[use];
   }
@@ -93,6 +89,7 @@ class Zero3Params {
     int use, call;
   };
   struct Residency {
+    std::vector<std::vector<std::int64_t>> calls;  // per unit: gather_calls
     std::vector<bool> persistent;
     std::vector<Use> trace;
     std::vector<bool> release_after;         // per use
@@ -104,7 +101,6 @@ class Zero3Params {
   // window (FSDP, DeepSpeed's 2021 stage 3) or DeepSpeed's coordinator queue.
   void plan_window(Residency& r, const std::vector<Unit>& units) const;
   void plan_queue(Residency& r, const std::vector<Unit>& units) const;
-  std::int32_t fetch(int chunk, std::size_t use, std::int32_t hook_after);
   void issue_fetches(int chunk, std::size_t use, std::int32_t hook_after);
   // Calls [first, last] of use k's unit, issued together after `hook_after`.
   std::int32_t gather(int chunk, std::size_t k, std::size_t first, std::size_t last,

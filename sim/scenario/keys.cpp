@@ -721,7 +721,8 @@ void add_zero_keys(std::vector<KeySpec>& t) {
                   .in_deepspeed(ds + "stage3_param_persistence_threshold")
                   .in_cases("parallel.stage3_param_persistence_threshold"));
   t.push_back(enum_key("zero.stage3_implementation", "coalesced", kStage3ImplementationNames,
-                       "coalesced: DeepSpeed >= 0.6.4 (module hooks, prefetched gathers); "
+                       "coalesced: DeepSpeed >= 0.6.4 (module hooks, prefetched gathers; as "
+                       "0.6.6 and later keep what their prefetch skipped past); "
                        "coalesced-v0.6.0: DeepSpeed 0.6.0-0.6.3, whose prefetch also counts the "
                        "parameters it finds gathered toward stage3_prefetch_bucket_size; "
                        "per-parameter: DeepSpeed 0.3.13-0.5 (2021), one synchronous all-gather "

@@ -216,13 +216,13 @@ struct ParallelConfig {
   bool grad_reduce_in_fp32 = false;
 };
 
-// DeepSpeed's zero_optimization section, with DeepSpeed's names and units (bucket sizes and
-// thresholds are element counts, as in DeepSpeed).
-// Which DeepSpeed stage 3 (zero.stage3_implementation): the module-hook coordinator of 0.6.4 and
-// later, the same in 0.6.0-0.6.3 (whose prefetch counts the parameters it finds already gathered
-// toward the bucket), or the 2021 per-tensor gathers.
+// Which DeepSpeed stage 3 (zero.stage3_implementation): the module-hook coordinator as 0.6.6 and
+// later run it (0.6.4 and 0.6.5 with it), the same in 0.6.0-0.6.3 (whose prefetch counts the
+// parameters it finds already gathered toward the bucket), or the 2021 per-tensor gathers.
 enum class Stage3Implementation : std::uint8_t { Coalesced, CoalescedV060, PerParameter };
 
+// DeepSpeed's zero_optimization section, with DeepSpeed's names and units (bucket sizes and
+// thresholds are element counts, as in DeepSpeed).
 struct ZeroConfig {
   int stage = 0;
   std::int64_t reduce_bucket_size = 500'000'000;
