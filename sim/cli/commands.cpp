@@ -274,18 +274,21 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "grid", po::value(&grid)->default_value(grid),
       "fitted.gemm_sustained values tried, LO:HI:STEP (two decimals at most)")(
       "with-vtrain", po::bool_switch(&opt.with_vtrain),
-      "add the vtrain family (1,549 runs) to the evaluation set")(
+      "add both vtrain families (1,549 runs) to the report (the searches use "
+      "vtrain-h2048 regardless)")(
       "json", po::value(&json_out), "write the results as JSON to FILE (- = stdout)")(
       "help,h", po::bool_switch(&help), "this help");
   parse(args, all, {});
   if (help) {
     std::cout << "usage: zerosim calibrate [--grid LO:HI:STEP] [--with-vtrain] [--json FILE] "
                  "[--jobs N]\n\n"
-                 "Refits the constants of sim/fitted/fitted_constants.h by their stated methods: "
-                 "fitted.gemm_sustained on the calibration set (validate/cases/split.json, "
-                 "analytical network), fitted.nccl_launch_overhead on "
-                 "validate/measurements/collectives.json; reports the evaluation set's error at "
-                 "the shipped and the refit value. Changes nothing.\n\n"
+                 "Refits the constants of sim/fitted/fitted_constants.h by their stated methods, "
+                 "each on its calibration family (validate/cases/split.json, analytical "
+                 "network): fitted.gemm_sustained on megatron-sc21, "
+                 "fitted.layer_host_op_time on vtrain-h2048; fitted.nccl_launch_overhead on "
+                 "validate/measurements/collectives.json. Reports the calibration and evaluation "
+                 "sets' error with every constant shipped and with every one refit. Changes "
+                 "nothing.\n\n"
               << all;
     return 0;
   }

@@ -116,9 +116,10 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
                : static_cast<double>(work.elements) * bytes_per_param / hbm_bytes_per_s_) +
           c_.kernel_overhead_s * 4;
     } else {
-      // The GPU cannot run a block faster than the host dispatches its ops (eager PyTorch).
+      // The GPU cannot run a block faster than the host dispatches its ops (eager PyTorch), at
+      // the fitted host time per counted op (fitted.layer_host_op_time).
       t = std::max(block_seconds(work.kind, work.part),
-                   c_.host_op_s * static_cast<double>(work.host_ops));
+                   s.fitted.layer_host_op_time * static_cast<double>(work.host_ops));
     }
     seconds_[w] = t;
     picos_[w] = seconds_to_ps(t);

@@ -133,7 +133,7 @@ struct LayerCodePolicy {
 // What the host dispatches in eager PyTorch for one pass over a layer block: every op the
 // framework's Python issues (a kernel launch, a view, an allocation, a collective call), each a
 // trip through PyTorch's dispatcher that the GPU cannot run ahead of. A block pass then takes at
-// least its ops x the host time per op (sim/cost/compute_cost.h, host_op_s). 0: not counted for
+// least its ops x the host time per counted op (fitted.layer_host_op_time). 0: not counted for
 // the framework's model code, the GPU time stands alone.
 struct HostPolicy {
   int attention_forward_ops = 0, mlp_forward_ops = 0;

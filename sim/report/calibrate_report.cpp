@@ -11,13 +11,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string grid_text(const GemmGrid& g) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%d.%02d:%d.%02d:%d.%02d", g.lo / 100, g.lo % 100, g.hi / 100,
-                g.hi % 100, g.step / 100, g.step % 100);
-  return buf;
-}
-
 json mape_or_null(double v, int n) { return n > 0 ? json(v) : json(nullptr); }
 
 json error_json(const ErrorSummary& e) {
@@ -31,7 +24,9 @@ json error_json(const ErrorSummary& e) {
 json run_json(const CalibrationRun& r) {
   json fams = json::object();
   for (const auto& [f, e] : r.evaluation_families) fams[f] = error_json(e);
-  return {{"gemm_sustained", r.gemm_sustained},
+  json values = json::object();
+  for (const auto& [key, v] : r.values) values[key] = v;
+  return {{"values", values},
           {"calibration", error_json(r.calibration)},
           {"evaluation", error_json(r.evaluation)},
           {"evaluation_families", fams}};
@@ -45,12 +40,34 @@ std::string pct(double v, int n) {
   return buf;
 }
 
+// A constant's value as its key is written: a plain number, or microseconds for a time.
+std::string value_text(const fitted::FittedConstant& c, double v) {
+  char buf[32];
+  if (c.unit[0] == '\0') {
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%gus", v * 1e6);
+  }
+  return buf;
+}
+
 }  // namespace
 
 json calibrate_json(const CalibrateResult& r) {
-  const GemmRefit& g = r.gemm;
-  json grid = json::array();
-  for (const auto& [v, m] : g.grid) grid.push_back({{"value", v}, {"calibration_time_mape_pct", m}});
+  json refits = json::array();
+  for (const ConstantRefit& c : r.refits) {
+    json grid = json::array();
+    for (const auto& [v, m] : c.grid) grid.push_back({{"value", v}, {"calibration_time_mape_pct", m}});
+    refits.push_back({{"key", c.constant->key},
+                      {"method", c.constant->method},
+                      {"calibration_family", c.constant->calibration_family},
+                      {"grid_spec", c.spec},
+                      {"calibration_cases", c.calibration_cases},
+                      {"grid", grid},
+                      {"shipped", c.shipped},
+                      {"refit", c.refit},
+                      {"refit_equals_shipped", c.reproduces()}});
+  }
   json points = json::array();
   for (const auto& p : r.launch.points) {
     points.push_back({{"curve", p.curve},
@@ -61,17 +78,9 @@ json calibrate_json(const CalibrateResult& r) {
                       {"difference_us", p.measured_us - p.model_us}});
   }
   return {{"settings", r.settings},
-          {"gemm_sustained",
-           {{"key", fitted::kGemmSustained.key},
-            {"method", fitted::kGemmSustained.method},
-            {"grid_spec", grid_text(g.searched)},
-            {"calibration_cases", g.calibration_cases},
-            {"grid", grid},
-            {"shipped", g.shipped},
-            {"refit", g.refit},
-            {"refit_equals_shipped", g.reproduces()},
-            {"at_shipped", run_json(g.at_shipped)},
-            {"at_refit", run_json(g.at_refit)}}},
+          {"refits", refits},
+          {"at_shipped", run_json(r.at_shipped)},
+          {"at_refit", run_json(r.at_refit)},
           {"nccl_launch_overhead",
            {{"key", fitted::kNcclLaunchOverhead.key},
             {"method", fitted::kNcclLaunchOverhead.method},
@@ -86,23 +95,33 @@ json calibrate_json(const CalibrateResult& r) {
 std::string calibrate_text(const CalibrateResult& r) {
   std::ostringstream o;
   char line[512];
-  const GemmRefit& g = r.gemm;
   o << "zerosim calibrate: the fitted constants of sim/fitted/fitted_constants.h refit by their "
        "stated methods\nsettings on every case:";
   for (const auto& s : r.settings) o << " " << s;
-  o << "\n\n" << fitted::kGemmSustained.key << ": grid " << grid_text(g.searched)
-    << ", calibration step-time MAPE over " << g.calibration_cases << " cases\n";
-  std::snprintf(line, sizeof line, "  %-6s %14s\n", "value", "calib_MAPE_%");
-  o << line;
-  for (const auto& [v, m] : g.grid) {
-    std::snprintf(line, sizeof line, "  %-6.2f %14.4f%s\n", v, m, v == g.refit ? "  <- argmin" : "");
+  o << "\n";
+  for (const ConstantRefit& c : r.refits) {
+    o << "\n" << c.constant->key << ": grid " << c.spec << ", step-time MAPE of family "
+      << c.constant->calibration_family << " (" << c.calibration_cases
+      << " cases), the other constants shipped\n";
+    std::snprintf(line, sizeof line, "  %-8s %14s\n", "value", "calib_MAPE_%");
     o << line;
+    for (const auto& [v, m] : c.grid) {
+      std::snprintf(line, sizeof line, "  %-8s %14.4f%s\n", value_text(*c.constant, v).c_str(), m,
+                    v == c.refit ? "  <- argmin" : "");
+      o << line;
+    }
+    o << "  refit " << (c.reproduces() ? "equals" : "DIFFERS FROM") << " the shipped value\n";
   }
   std::snprintf(line, sizeof line, "\n  %-28s %14s %14s\n", "step-time MAPE % (cases)", "shipped",
                 "refit");
   o << line;
-  std::snprintf(line, sizeof line, "  %-28s %14.2f %14.2f\n", "gemm_sustained", g.shipped, g.refit);
-  o << line;
+  for (const ConstantRefit& c : r.refits) {
+    const std::string key = c.constant->key;
+    std::snprintf(line, sizeof line, "  %-28s %14s %14s\n", key.substr(key.find('.') + 1).c_str(),
+                  value_text(*c.constant, c.shipped).c_str(),
+                  value_text(*c.constant, c.refit).c_str());
+    o << line;
+  }
   const auto row = [&](const std::string& label, const ErrorSummary& a, const ErrorSummary& b,
                        bool exact) {
     const int n = exact ? a.exact_cases : a.cases;
@@ -114,15 +133,14 @@ std::string calibrate_text(const CalibrateResult& r) {
                       .c_str());
     o << line;
   };
-  row("calibration", g.at_shipped.calibration, g.at_refit.calibration, false);
-  row("evaluation", g.at_shipped.evaluation, g.at_refit.evaluation, false);
-  row("evaluation, exact", g.at_shipped.evaluation, g.at_refit.evaluation, true);
-  for (std::size_t i = 0; i < g.at_shipped.evaluation_families.size(); ++i) {
-    row("  " + g.at_shipped.evaluation_families[i].first,
-        g.at_shipped.evaluation_families[i].second, g.at_refit.evaluation_families[i].second,
+  row("calibration", r.at_shipped.calibration, r.at_refit.calibration, false);
+  row("evaluation", r.at_shipped.evaluation, r.at_refit.evaluation, false);
+  row("evaluation, exact", r.at_shipped.evaluation, r.at_refit.evaluation, true);
+  for (std::size_t i = 0; i < r.at_shipped.evaluation_families.size(); ++i) {
+    row("  " + r.at_shipped.evaluation_families[i].first,
+        r.at_shipped.evaluation_families[i].second, r.at_refit.evaluation_families[i].second,
         false);
   }
-  o << "  refit " << (g.reproduces() ? "equals" : "DIFFERS FROM") << " the shipped value\n";
 
   const LaunchRefit& l = r.launch;
   o << "\n" << fitted::kNcclLaunchOverhead.key

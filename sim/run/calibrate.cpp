@@ -35,38 +35,26 @@ int hundredths_of(const std::string& s) {
   return v;
 }
 
-// The exact decimal of a grid value for --set: "0.85" parses to the same double as 85 / 100.0.
-std::string gemm_setting(int hundredths) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "fitted.gemm_sustained=%d.%02d", hundredths / 100,
-                hundredths % 100);
-  return buf;
-}
-
-// The shortest text that reads back as `v` exactly (the shipped value need not be on the grid).
-std::string gemm_setting(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "fitted.gemm_sustained=%.17g", v);
-  return buf;
-}
-
 std::vector<std::string> with(std::vector<std::string> settings, const std::string& extra) {
   settings.push_back(extra);
   return settings;
 }
 
-const ErrorSummary& set_summary(const PublishedSummary& s, const std::string& set) {
-  for (const auto& [name, e] : s.by_set) {
-    if (name == set) return e;
+// The summary of set or family `name` in validate_published's by_set / by_family.
+const ErrorSummary& summary_of(const std::vector<std::pair<std::string, ErrorSummary>>& list,
+                               const std::string& name) {
+  for (const auto& [n, e] : list) {
+    if (n == name) return e;
   }
-  throw std::logic_error("validate_published reported no set " + set);
+  throw std::logic_error("validate_published reported no set or family " + name);
 }
 
-CalibrationRun summarize_run(double value, const PublishedSummary& s) {
+CalibrationRun summarize_run(std::vector<std::pair<std::string, double>> values,
+                             const PublishedSummary& s) {
   CalibrationRun r;
-  r.gemm_sustained = value;
-  r.calibration = set_summary(s, "calibration");
-  r.evaluation = set_summary(s, "evaluation");
+  r.values = std::move(values);
+  r.calibration = summary_of(s.by_set, "calibration");
+  r.evaluation = summary_of(s.by_set, "evaluation");
   for (const auto& [fam, e] : s.by_family) {
     if (published_split().find(fam)->set == "evaluation") r.evaluation_families.emplace_back(fam, e);
   }
@@ -112,44 +100,101 @@ const std::vector<std::string>& calibrate_settings() {
   return s;
 }
 
-GemmRefit search_gemm_sustained(const json& cases_doc, const GemmGrid& grid, int jobs) {
-  GemmRefit out;
-  out.shipped = fitted::kGemmSustained.value;
-  out.searched = grid;
-  // The fit sees the calibration families only (split.json's rule).
+namespace {
+// A plain number's grid is in hundredths (gemm_sustained), a time's in microseconds.
+bool plain_number(const fitted::FittedConstant& c) { return c.unit[0] == '\0'; }
+}  // namespace
+
+std::string ConstantGrid::setting(int point) const {
+  char buf[96];
+  if (plain_number(*constant)) {
+    std::snprintf(buf, sizeof buf, "%s=%d.%02d", constant->key, point / 100, point % 100);
+  } else {
+    std::snprintf(buf, sizeof buf, "%s=%dus", constant->key, point);
+  }
+  return buf;
+}
+
+// The shortest text that reads back as `value` exactly (the shipped value need not be on the
+// grid): a plain number, or seconds for a time.
+std::string ConstantGrid::setting(double value) const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, plain_number(*constant) ? "%s=%.17g" : "%s=%.17gs",
+                constant->key, value);
+  return buf;
+}
+
+ConstantGrid gemm_sustained_grid(const GemmGrid& g) {
+  char spec[64];
+  std::snprintf(spec, sizeof spec, "%d.%02d:%d.%02d:%d.%02d", g.lo / 100, g.lo % 100, g.hi / 100,
+                g.hi % 100, g.step / 100, g.step % 100);
+  return {&fitted::kGemmSustained, g.hundredths(), 100, spec};
+}
+
+ConstantGrid layer_host_op_time_grid() {
+  std::vector<int> us;
+  for (int v = 6; v <= 18; ++v) us.push_back(v);
+  return {&fitted::kLayerHostOpTime, us, 1e6, "6us:18us:1us"};
+}
+
+ConstantRefit search_constant(const json& cases_doc, const ConstantGrid& grid, int jobs) {
+  ConstantRefit out;
+  out.constant = grid.constant;
+  out.spec = grid.spec;
+  out.shipped = grid.constant->value;
+  const std::string family = grid.constant->calibration_family;
+  // The fit sees its calibration family only (split.json's rule).
   CaseSelection cal;
   cal.split = "calibration";
+  cal.families = {family};
   const json cal_doc = select_cases(cases_doc, cal);
-  int best = -1;
-  double best_mape = 0;
-  for (int h : grid.hundredths()) {
+  int best = 0;
+  double best_mape = -1;
+  for (int p : grid.points) {
     const PublishedSummary s =
-        validate_published(cal_doc, with(calibrate_settings(), gemm_setting(h)), jobs);
-    const ErrorSummary& e = set_summary(s, "calibration");
+        validate_published(cal_doc, with(calibrate_settings(), grid.setting(p)), jobs);
+    const ErrorSummary& e = summary_of(s.by_family, family);
     out.calibration_cases = e.cases;
-    out.grid.emplace_back(h / 100.0, e.time_mape_pct);
+    out.grid.emplace_back(p / grid.per_unit, e.time_mape_pct);
     // Strictly smaller: the grid ascends, so a tie keeps the smaller value.
-    if (best < 0 || e.time_mape_pct < best_mape) {
-      best = h;
+    if (best_mape < 0 || e.time_mape_pct < best_mape) {
+      best = p;
       best_mape = e.time_mape_pct;
     }
   }
-  out.refit = best / 100.0;
+  out.refit = best / grid.per_unit;
   return out;
 }
 
-GemmRefit refit_gemm_sustained(const json& cases_doc, const CalibrateOptions& opt) {
-  GemmRefit out = search_gemm_sustained(cases_doc, opt.grid, opt.jobs);
-  // Calibration and evaluation together at each value; vtrain only when asked (its size).
+bool CalibrateResult::reproduces() const {
+  for (const ConstantRefit& r : refits) {
+    if (!r.reproduces()) return false;
+  }
+  return true;
+}
+
+CalibrateResult refit_constants(const json& cases_doc, const CalibrateOptions& opt) {
+  CalibrateResult out;
+  out.settings = calibrate_settings();
+  const std::vector<ConstantGrid> grids = {gemm_sustained_grid(opt.grid),
+                                           layer_host_op_time_grid()};
+  for (const ConstantGrid& g : grids) out.refits.push_back(search_constant(cases_doc, g, opt.jobs));
+  // Calibration and evaluation together, every constant at one end; vtrain only when asked.
   CaseSelection every;
   every.default_run = !opt.with_vtrain;
   const json all_doc = select_cases(cases_doc, every);
-  const auto run_at = [&](double v) {
-    return summarize_run(
-        v, validate_published(all_doc, with(calibrate_settings(), gemm_setting(v)), opt.jobs));
+  const auto run_at = [&](bool refit) {
+    std::vector<std::string> settings = calibrate_settings();
+    std::vector<std::pair<std::string, double>> values;
+    for (std::size_t i = 0; i < grids.size(); ++i) {
+      const double v = refit ? out.refits[i].refit : out.refits[i].shipped;
+      settings.push_back(grids[i].setting(v));
+      values.emplace_back(grids[i].constant->key, v);
+    }
+    return summarize_run(values, validate_published(all_doc, settings, opt.jobs));
   };
-  out.at_shipped = run_at(out.shipped);
-  out.at_refit = out.reproduces() ? out.at_shipped : run_at(out.refit);
+  out.at_shipped = run_at(false);
+  out.at_refit = out.reproduces() ? out.at_shipped : run_at(true);
   return out;
 }
 
@@ -171,9 +216,7 @@ const json& bundled_collectives() {
 }
 
 CalibrateResult calibrate(const CalibrateOptions& opt) {
-  CalibrateResult r;
-  r.settings = calibrate_settings();
-  r.gemm = refit_gemm_sustained(bundled_cases(), opt);
+  CalibrateResult r = refit_constants(bundled_cases(), opt);
   r.launch = refit_nccl_launch(bundled_collectives());
   return r;
 }

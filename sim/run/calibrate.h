@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/collective/nccl_validation.h"
+#include "sim/fitted/fitted_constants.h"
 #include "sim/run/published.h"
 
 namespace zerosim {
@@ -24,19 +25,37 @@ struct GemmGrid {
 // STEP > 0. InputError naming "--grid" otherwise.
 GemmGrid parse_gemm_grid(const std::string& text);
 
-// The error of one whole run (calibration and evaluation cases) at one gemm_sustained value.
+// What a grid search refits: a fitted constant, the values it tries (integer points over
+// `per_unit`: hundredths of gemm_sustained, microseconds of host time, divided so that each value
+// is the double its decimal reads as), and the calibration family it is fitted on (the
+// constant's declaration names it).
+struct ConstantGrid {
+  const fitted::FittedConstant* constant = nullptr;
+  std::vector<int> points;  // ascending
+  double per_unit = 0;      // points per unit of the key's value: 100, or 1e6 (s -> us)
+  std::string spec;         // the grid as the user reads it, e.g. "0.70:0.95:0.01"
+  std::string setting(int point) const;      // "key=value" exactly at point / per_unit
+  std::string setting(double value) const;   // "key=value" that reads back as `value`
+};
+ConstantGrid gemm_sustained_grid(const GemmGrid& g);
+// kLayerHostOpTime's method: 6 to 18 us in steps of 1 us.
+ConstantGrid layer_host_op_time_grid();
+
+// The error of one whole run (calibration and evaluation cases) at one set of values.
 struct CalibrationRun {
-  double gemm_sustained = 0;
+  std::vector<std::pair<std::string, double>> values;  // (key, value) of each refit constant
   ErrorSummary calibration, evaluation;
   std::vector<std::pair<std::string, ErrorSummary>> evaluation_families;  // split's order
 };
 
-struct GemmRefit {
-  double shipped = 0, refit = 0;
-  GemmGrid searched;
-  std::vector<std::pair<double, double>> grid;  // (value, calibration time MAPE %), grid order
+// One constant's search: its calibration family's step-time MAPE at each grid value, and the
+// argmin (ties: the smaller value).
+struct ConstantRefit {
+  const fitted::FittedConstant* constant = nullptr;
+  std::string spec;
+  std::vector<std::pair<double, double>> grid;  // (value, family's time MAPE %), grid order
   int calibration_cases = 0;
-  CalibrationRun at_shipped, at_refit;  // at_refit is at_shipped where refit == shipped
+  double shipped = 0, refit = 0;
   bool reproduces() const { return refit == shipped; }
 };
 
@@ -51,27 +70,28 @@ struct LaunchRefit {
 struct CalibrateOptions {
   GemmGrid grid;
   int jobs = 0;              // as validate_published: 0 = one per hardware thread
-  bool with_vtrain = false;  // evaluation includes the families out of the default run
+  bool with_vtrain = false;  // add the families out of the default run (both vtrain halves)
 };
 
 struct CalibrateResult {
-  std::vector<std::string> settings;  // applied to every case besides the gemm value
-  GemmRefit gemm;
+  std::vector<std::string> settings;  // applied to every case besides the constants' values
+  std::vector<ConstantRefit> refits;  // gemm_sustained, layer_host_op_time
+  CalibrationRun at_shipped, at_refit;  // every constant shipped / every one refit together
   LaunchRefit launch;
+  bool reproduces() const;              // every refit equals its shipped value
 };
 
-// The settings every run of the refit uses: the analytical network, as kGemmSustained's method
-// says.
+// The settings every run of the refit uses: the analytical network, as the grid constants'
+// methods say.
 const std::vector<std::string>& calibrate_settings();
 
-// The search alone: the calibration cases of `cases_doc` at each value of `grid` (settings
-// calibrate_settings()), their step-time MAPE, and the argmin (ties: the smaller value). Fills
-// shipped, searched, grid, calibration_cases and refit, not at_shipped / at_refit.
-GemmRefit search_gemm_sustained(const nlohmann::json& cases_doc, const GemmGrid& grid, int jobs);
+// The search alone on the cases of `cases_doc` whose family is the constant's calibration
+// family (settings calibrate_settings(), the other constants at their shipped values).
+ConstantRefit search_constant(const nlohmann::json& cases_doc, const ConstantGrid& grid, int jobs);
 
-// The search, then calibration and evaluation error at the shipped and the refit value.
-// `cases_doc`: the bundled cases or another cases document.
-GemmRefit refit_gemm_sustained(const nlohmann::json& cases_doc, const CalibrateOptions& opt);
+// Every search, then calibration and evaluation error with every constant at its shipped value
+// and with every one at its refit value. `cases_doc`: the bundled cases or another document.
+CalibrateResult refit_constants(const nlohmann::json& cases_doc, const CalibrateOptions& opt);
 
 // kNcclLaunchOverhead's method on `collectives_doc` (validate/measurements/collectives.json's
 // format): measured minus model (launch off) at 32 KiB, averaged, rounded to 5 us.
@@ -80,7 +100,7 @@ LaunchRefit refit_nccl_launch(const nlohmann::json& collectives_doc);
 // validate/measurements/collectives.json as compiled in.
 const nlohmann::json& bundled_collectives();
 
-// Both refits on the bundled data.
+// Every refit on the bundled data.
 CalibrateResult calibrate(const CalibrateOptions& opt);
 
 }  // namespace zerosim

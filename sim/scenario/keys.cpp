@@ -850,6 +850,12 @@ void add_fitted_keys(std::vector<KeySpec>& t) {
                        fitted_help(kNcclLaunchOverhead,
                                    "host and launch time of one NCCL call outside CUDA graphs"),
                        FIELD(fitted.nccl_launch_overhead)));
+  t.push_back(time_key(kLayerHostOpTime.key,
+                       quantity_text(kLayerHostOpTime.value, Dimension::Time), 1e-3,
+                       fitted_help(kLayerHostOpTime,
+                                   "host time per counted PyTorch op of a layer block's pass "
+                                   "(eager Megatron / DeepSpeed layers)"),
+                       FIELD(fitted.layer_host_op_time)));
 }
 
 #undef FIELD

@@ -257,6 +257,7 @@ struct ZeroConfig {
 struct FittedConfig {
   double gemm_sustained = 0;       // share of the GPU's MAMF rate a training step sustains
   double nccl_launch_overhead = 0;  // seconds per un-graphed NCCL call
+  double layer_host_op_time = 0;    // host seconds per counted op of a layer-block pass
 };
 
 struct SimConfig {

@@ -513,7 +513,9 @@ TEST(flowBackend, FoldedStepInjectsTheOtherReplicasFabricTraffic) {
               {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 4}}},
               {"parallel", {{"tp", 8}, {"pp", 2}}},
               {"zero", {{"stage", 1}}},
-              {"sim", {{"network", "flow"}, {"ranks", "folded"}}}};
+              {"sim", {{"network", "flow"}, {"ranks", "folded"}}},
+              // No host floor on the layers: the fabric's share of the step stays large.
+              {"fitted", {{"layer_host_op_time", "0us"}}}};
   const Scenario folded_s = resolve_scenario(doc);
   ASSERT_EQ(folded_s.parallel.dp, 4);
   const Simulation folded = simulate_step(folded_s);

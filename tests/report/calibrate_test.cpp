@@ -1,9 +1,10 @@
-// `zerosim calibrate`'s refits: the gemm_sustained search's argmin and tie rule against a
-// brute-force pass of validate_published over the same grid (the MAPE values themselves are
-// validate_published's, checked in published_test.cpp), the NCCL launch refit against the
-// measurement file read here and the figures fitted_constants.h declares, and the grid parser's
-// refusals. The declared grid over the whole calibration set is not searched here (26 x 16
-// simulations); `zerosim calibrate` prints it, and it does not give the shipped 0.85 (0.93,
+// `zerosim calibrate`'s refits: the gemm_sustained and layer_host_op_time searches' argmin and
+// tie rule against a brute-force pass of validate_published over the same grid, on their own
+// calibration family only (the MAPE values themselves are validate_published's, checked in
+// published_test.cpp), the NCCL launch refit against the measurement file read here and the
+// figures fitted_constants.h declares, and the grid parser's refusals. The declared grids over
+// the whole calibration families are not searched here (26 x 16 and 13 x 720 simulations);
+// `zerosim calibrate` prints them; the gemm one does not give the shipped 0.85 (0.93,
 // docs/VALIDATION.md#refitting-the-declared-constants).
 #include <gtest/gtest.h>
 
@@ -24,16 +25,54 @@ namespace {
 
 using json = nlohmann::json;
 
-// The calibration set's step-time MAPE at one value, straight from validate-published's library
-// entry with the settings spelled out here.
-double calibration_mape(const json& calibration_cases, const std::string& value) {
-  const PublishedSummary s = validate_published(
-      calibration_cases, {"sim.network=analytical", "fitted.gemm_sustained=" + value}, 2);
-  for (const auto& [set, e] : s.by_set) {
-    if (set == "calibration") return e.time_mape_pct;
+// A family's step-time MAPE at one setting, straight from validate-published's library entry
+// with the settings spelled out here.
+double family_mape(const json& cases, const std::string& family, const std::string& setting) {
+  const PublishedSummary s = validate_published(cases, {"sim.network=analytical", setting}, 2);
+  for (const auto& [name, e] : s.by_family) {
+    if (name == family) return e.time_mape_pct;
   }
-  ADD_FAILURE() << "no calibration set";
+  ADD_FAILURE() << "no family " << family;
   return 0;
+}
+
+// The search's grid against the brute-force MAPE of `calibration` (the family's cases of `doc`)
+// at each of `settings`; the argmin and its tie rule.
+void expect_brute_force_argmin(const ConstantRefit& fit, const json& calibration,
+                               const std::vector<std::string>& settings,
+                               const std::vector<double>& values) {
+  const std::string family = fit.constant->calibration_family;
+  std::vector<double> brute;
+  for (const auto& v : settings) brute.push_back(family_mape(calibration, family, v));
+  ASSERT_EQ(fit.grid.size(), values.size());
+  EXPECT_EQ(fit.calibration_cases, static_cast<int>(calibration["cases"].size()));
+  double refit_mape = -1;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(fit.grid[i].first, values[i]);
+    EXPECT_EQ(fit.grid[i].second, brute[i]) << settings[i];
+    if (fit.grid[i].first == fit.refit) refit_mape = brute[i];
+  }
+  ASSERT_GE(refit_mape, 0) << "refit " << fit.refit << " is not on the grid";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    EXPECT_LE(refit_mape, brute[i]) << "refit " << fit.refit << " vs " << settings[i];
+    // Ties go to the smaller value.
+    if (brute[i] == refit_mape) {
+      EXPECT_LE(fit.refit, values[i]);
+    }
+  }
+  // The grid's MAPE moves with the value: a search over a flat function would prove nothing.
+  EXPECT_NE(brute.front(), brute.back());
+}
+
+// A cases document of the bundled cases whose ids `pick` takes.
+template <class Pick>
+json bundled_subset(Pick pick) {
+  json doc = {{"format", "zerosim-published-cases/1"}, {"cases", json::array()}};
+  const json all = bundled_cases();
+  for (const auto& c : all["cases"]) {
+    if (pick(c)) doc["cases"].push_back(c);
+  }
+  return doc;
 }
 
 TEST(reportCalibrate, GemmRefitIsTheBruteForceArgminOnAShortGrid) {
@@ -42,46 +81,77 @@ TEST(reportCalibrate, GemmRefitIsTheBruteForceArgminOnAShortGrid) {
   // The three smallest SC21 Table 1 runs (32-128 GPUs) and one evaluation case, which the
   // search must leave out: the whole calibration set takes ~40 s in Release on a shared machine,
   // far too long under ASan.
-  json doc = {{"format", "zerosim-published-cases/1"}, {"cases", json::array()}};
-  json cases = doc;
-  bool evaluation_added = false;
-  const json bundled = bundled_cases();
-  for (const auto& c : bundled["cases"]) {
+  const auto sc21 = [](const json& c) {
     const std::string id = c["id"];
-    if (id == "megatron-sc21-t1-1.7B" || id == "megatron-sc21-t1-3.6B" ||
-        id == "megatron-sc21-t1-7.5B") {
-      doc["cases"].push_back(c);
-      cases["cases"].push_back(c);
-    } else if (c["family"] == "torchtitan" && !evaluation_added) {
-      doc["cases"].push_back(c);
-      evaluation_added = true;
-    }
-  }
+    return id == "megatron-sc21-t1-1.7B" || id == "megatron-sc21-t1-3.6B" ||
+           id == "megatron-sc21-t1-7.5B";
+  };
+  bool evaluation_added = false;
+  const json doc = bundled_subset([&](const json& c) {
+    if (sc21(c)) return true;
+    if (c["family"] != "torchtitan" || evaluation_added) return false;
+    return evaluation_added = true;
+  });
+  const json cases = bundled_subset(sc21);
   ASSERT_EQ(cases["cases"].size(), 3u);
   ASSERT_EQ(doc["cases"].size(), 4u);
-  const GemmRefit fit = search_gemm_sustained(doc, grid, 2);
-  const std::vector<std::string> values = {"0.80", "0.85", "0.90"};
-  std::vector<double> brute;
-  for (const auto& v : values) brute.push_back(calibration_mape(cases, v));
+  const ConstantRefit fit = search_constant(doc, gemm_sustained_grid(grid), 2);
+  EXPECT_EQ(fit.constant, &fitted::kGemmSustained);
+  EXPECT_EQ(fit.shipped, 0.85);
+  expect_brute_force_argmin(
+      fit, cases,
+      {"fitted.gemm_sustained=0.80", "fitted.gemm_sustained=0.85", "fitted.gemm_sustained=0.90"},
+      {0.80, 0.85, 0.90});
+}
 
-  ASSERT_EQ(fit.grid.size(), values.size());
-  EXPECT_EQ(fit.calibration_cases, static_cast<int>(cases["cases"].size()));
-  double refit_mape = -1;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    EXPECT_EQ(fit.grid[i].first, std::stod(values[i]));
-    EXPECT_EQ(fit.grid[i].second, brute[i]) << values[i];
-    if (fit.grid[i].first == fit.refit) refit_mape = brute[i];
+TEST(reportCalibrate, HostOpTimeRefitIsTheBruteForceArgminOnItsOwnFamily) {
+  // Three single-node vTrain runs at micro-batch 1 (host-bound) of the calibration half, and
+  // the first one of the held-out half, which the search must leave out.
+  int calibration_taken = 0;
+  bool held_out_added = false;
+  const auto take = [&](const json& c) {
+    if (c["training"]["micro_batch_size"] != 1) return false;
+    if (c["family"] == "vtrain-h2048") return calibration_taken++ < 3;
+    if (c["family"] != "vtrain" || held_out_added) return false;
+    return held_out_added = true;
+  };
+  const json doc = bundled_subset(take);
+  int n = 0;
+  const json cases = bundled_subset([&](const json& c) {
+    return c["family"] == "vtrain-h2048" && c["training"]["micro_batch_size"] == 1 && n++ < 3;
+  });
+  ASSERT_EQ(doc["cases"].size(), 4u);
+  ASSERT_EQ(cases["cases"].size(), 3u);
+  ConstantGrid grid = layer_host_op_time_grid();
+  EXPECT_EQ(grid.points.front(), 6);
+  EXPECT_EQ(grid.points.back(), 18);
+  EXPECT_EQ(grid.setting(12), "fitted.layer_host_op_time=12us");
+  grid.points = {6, 12, 18};
+  const ConstantRefit fit = search_constant(doc, grid, 2);
+  EXPECT_EQ(fit.constant, &fitted::kLayerHostOpTime);
+  EXPECT_EQ(fit.shipped, 12e-6);
+  expect_brute_force_argmin(fit, cases,
+                            {"fitted.layer_host_op_time=6us", "fitted.layer_host_op_time=12us",
+                             "fitted.layer_host_op_time=18us"},
+                            {6e-6, 12e-6, 18e-6});
+}
+
+// Each constant a grid refits names a family of the split's calibration set; the others name
+// none. A value written by setting(double) reads back exactly.
+TEST(reportCalibrate, FittedConstantsNameTheirCalibrationFamily) {
+  for (const ConstantGrid& g : {gemm_sustained_grid(GemmGrid{}), layer_host_op_time_grid()}) {
+    const PublishedFamily* fam = published_split().find(g.constant->calibration_family);
+    ASSERT_NE(fam, nullptr) << g.constant->key;
+    EXPECT_EQ(fam->set, "calibration") << g.constant->key;
+    EXPECT_EQ(g.setting(g.constant->value).rfind(std::string(g.constant->key) + "=", 0), 0u);
   }
-  ASSERT_GE(refit_mape, 0) << "refit " << fit.refit << " is not on the grid";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    EXPECT_LE(refit_mape, brute[i]) << "refit " << fit.refit << " vs " << values[i];
-    // Ties go to the smaller value.
-    if (brute[i] == refit_mape) {
-      EXPECT_LE(fit.refit, std::stod(values[i]));
+  EXPECT_STREQ(fitted::kNcclLaunchOverhead.calibration_family, "");
+  for (const auto& c : fitted::kAll) {
+    const std::string family = c.calibration_family;
+    if (!family.empty()) {
+      EXPECT_EQ(published_split().find(family)->set, "calibration") << c.key;
     }
   }
-  // The grid's MAPE moves with the value: a search over a flat function would prove nothing.
-  EXPECT_NE(brute.front(), brute.back());
 }
 
 TEST(reportCalibrate, NcclLaunchRefitReproducesTheDeclaredConstant) {
@@ -135,30 +205,45 @@ TEST(reportCalibrate, GridParsing) {
 TEST(reportCalibrate, ReportCarriesTheFigures) {
   CalibrateResult r;
   r.settings = calibrate_settings();
-  r.gemm.shipped = 0.85;
-  r.gemm.refit = 0.83;
-  r.gemm.searched = parse_gemm_grid("0.83:0.85:0.02");
-  r.gemm.grid = {{0.83, 4.5}, {0.85, 5.25}};
-  r.gemm.calibration_cases = 16;
-  r.gemm.at_shipped.calibration.cases = 16;
-  r.gemm.at_shipped.calibration.time_mape_pct = 5.25;
-  r.gemm.at_refit.calibration.cases = 16;
-  r.gemm.at_refit.calibration.time_mape_pct = 4.5;
+  ConstantRefit gemm;
+  gemm.constant = &fitted::kGemmSustained;
+  gemm.shipped = 0.85;
+  gemm.refit = 0.83;
+  gemm.spec = "0.83:0.85:0.02";
+  gemm.grid = {{0.83, 4.5}, {0.85, 5.25}};
+  gemm.calibration_cases = 16;
+  ConstantRefit host;
+  host.constant = &fitted::kLayerHostOpTime;
+  host.shipped = host.refit = 12e-6;
+  host.spec = "12us:12us:1us";
+  host.grid = {{12e-6, 7.75}};
+  host.calibration_cases = 720;
+  r.refits = {gemm, host};
+  r.at_shipped.calibration.cases = 16;
+  r.at_shipped.calibration.time_mape_pct = 5.25;
+  r.at_refit.calibration.cases = 16;
+  r.at_refit.calibration.time_mape_pct = 4.5;
   r.launch.points = {{"a", "s", 32768, 43.83, 16.0}};
   r.launch.mean_us = 27.83;
   r.launch.refit_s = 30e-6;
   r.launch.shipped_s = 25e-6;
+  EXPECT_FALSE(r.reproduces());
   const std::string text = calibrate_text(r);
   EXPECT_NE(text.find("DIFFERS FROM"), std::string::npos) << text;
   EXPECT_NE(text.find("5.25"), std::string::npos) << text;
   EXPECT_NE(text.find("4.50"), std::string::npos) << text;
+  EXPECT_NE(text.find("7.7500"), std::string::npos) << text;
+  EXPECT_NE(text.find("vtrain-h2048 (720 cases)"), std::string::npos) << text;
   EXPECT_EQ(text, calibrate_text(r));
   const json j = calibrate_json(r);
-  EXPECT_EQ(j["gemm_sustained"]["refit"], 0.83);
-  EXPECT_EQ(j["gemm_sustained"]["refit_equals_shipped"], false);
-  EXPECT_EQ(j["gemm_sustained"]["grid_spec"], "0.83:0.85:0.02");
-  EXPECT_EQ(j["gemm_sustained"]["at_refit"]["calibration"]["time_mape_pct"], 4.5);
-  EXPECT_EQ(j["gemm_sustained"]["at_shipped"]["evaluation"]["time_mape_pct"], nullptr);
+  EXPECT_EQ(j["refits"][0]["key"], "fitted.gemm_sustained");
+  EXPECT_EQ(j["refits"][0]["refit"], 0.83);
+  EXPECT_EQ(j["refits"][0]["refit_equals_shipped"], false);
+  EXPECT_EQ(j["refits"][0]["grid_spec"], "0.83:0.85:0.02");
+  EXPECT_EQ(j["refits"][1]["calibration_family"], "vtrain-h2048");
+  EXPECT_EQ(j["refits"][1]["refit_equals_shipped"], true);
+  EXPECT_EQ(j["at_refit"]["calibration"]["time_mape_pct"], 4.5);
+  EXPECT_EQ(j["at_shipped"]["evaluation"]["time_mape_pct"], nullptr);
   EXPECT_EQ(j["nccl_launch_overhead"]["refit_equals_shipped"], false);
   EXPECT_DOUBLE_EQ(j["nccl_launch_overhead"]["points"][0]["difference_us"].get<double>(), 27.83);
 }

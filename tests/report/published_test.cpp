@@ -54,16 +54,16 @@ void expect_pinned(const PublishedSummary& s, const std::string& run) {
   }
 }
 
-// The cases the analytical test simulates: the default run and every 10th vTrain case (the
-// family's 1,549 runs would take minutes under ASan; update_published_predictions --check and
-// `zerosim validate-published --family vtrain` cover all of them).
+// The cases the analytical test simulates: the default run and every 10th vTrain case of both
+// halves (the 1,549 runs would take minutes under ASan; update_published_predictions --check and
+// `zerosim validate-published --family vtrain --family vtrain-h2048` cover all of them).
 json default_run_and_vtrain_sample() {
   const json all = bundled_cases();
   CaseSelection def;
   def.default_run = true;
   json out = select_cases(all, def);
   CaseSelection vt;
-  vt.families = {"vtrain"};
+  vt.families = {"vtrain", "vtrain-h2048"};
   const json vtrain = select_cases(all, vt)["cases"];
   for (std::size_t i = 0; i < vtrain.size(); i += 10) out["cases"].push_back(vtrain[i]);
   return out;
@@ -77,8 +77,8 @@ struct Bound {
   double time_mape_pct, memory_mape_pct;
 };
 const Bound kBounds[] = {
-    {"calibration", 7.3 + 0.5, -1},
-    {"evaluation", 18.5 + 0.5, 17.7 + 0.5},
+    {"calibration", 10.1 + 0.5, -1},
+    {"evaluation", 14.7 + 0.5, 17.7 + 0.5},
     {"megatron-sc21", 7.3 + 0.5, -1},
     {"ds-azure", 18.0 + 0.5, -1},
     {"usp", 23.5 + 0.5, 20.6 + 0.5},
@@ -90,7 +90,8 @@ const Bound kBounds[] = {
     {"deepseek", 1.3 + 0.5, -1},
     {"long-context-fp8", 12.0 + 0.5, 7.4 + 0.5},
     {"zero-bubble", 4.8 + 0.5, -1},
-    {"vtrain", 20.1 + 0.5, -1},  // every 10th case
+    {"vtrain", 10.3 + 0.5, -1},  // every 10th case
+    {"vtrain-h2048", 10.7 + 0.5, -1},  // every 10th case
 };
 
 // One test, so that ctest (one process per test) simulates the set once.
@@ -185,8 +186,9 @@ TEST(reportPublished, EveryBundledCaseNamesAFamilyOfTheSplit) {
       EXPECT_TRUE(families.count(f.name)) << f.name << ": no bundled case";
     }
   }
-  EXPECT_EQ(calibration, std::vector<std::string>{"megatron-sc21"});
+  EXPECT_EQ(calibration, (std::vector<std::string>{"megatron-sc21", "vtrain-h2048"}));
   EXPECT_EQ(published_split().find("vtrain")->in_default_run, false);
+  EXPECT_EQ(published_split().find("vtrain-h2048")->in_default_run, false);
 }
 
 // --split / --family / the default run, on the bundled cases (no simulation).
@@ -206,15 +208,19 @@ TEST(reportPublished, SelectionBySplitAndFamily) {
   EXPECT_EQ(count(def, "ds-azure"), 54);
   CaseSelection cal;
   cal.split = "calibration";
-  EXPECT_EQ(count(cal), 16);
+  EXPECT_EQ(count(cal), 16 + 720);
   EXPECT_EQ(count(cal, "megatron-sc21"), 16);
+  EXPECT_EQ(count(cal, "vtrain-h2048"), 720);
+  cal.default_run = true;
+  EXPECT_EQ(count(cal), 16);
   CaseSelection eval;
   eval.split = "evaluation";
-  EXPECT_EQ(count(eval, "vtrain"), 1549);
+  EXPECT_EQ(count(eval, "vtrain"), 829);
+  EXPECT_EQ(count(eval, "vtrain-h2048"), 0);
   EXPECT_EQ(count(eval, "megatron-sc21"), 0);
   CaseSelection fam;
   fam.families = {"vtrain", "pythia"};
-  EXPECT_EQ(count(fam), 1549 + 5);
+  EXPECT_EQ(count(fam), 829 + 5);
   fam.split = "calibration";
   EXPECT_EQ(count(fam), 0);
   CaseSelection bad;
