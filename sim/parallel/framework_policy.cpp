@@ -99,6 +99,58 @@ HostPolicy megatron_gpt_layer_host_ops() {
   return h;
 }
 
+// Counted from Megatron-LM d98e8a6 (megatron/core/transformer/moe/: moe_layer.py, router.py,
+// token_dispatcher.py, experts.py, moe_utils.py, fused_a2a.py) with Transformer Engine d0067d0's
+// GroupedLinear (the grouped GEMM, one GEMM per local expert) and DeepEP dd758ca, the same way
+// as the dense layer above (every op that reaches the dispatcher, views included, a
+// torch.tensor(...) as one; backward: each autograd node's ops and one AccumulateGrad per
+// parameter), for one MoE layer's MLP half from its norm to the residual add, TP 1, BF16, no
+// bias, a top-k softmax router with its aux loss, no router fusion, no shared experts, no CUDA
+// graphs; E = the rank's local experts. Forward / backward:
+//   alltoall dispatcher, unfused permutation      145 / 72 + 28 E (the backward of the three
+//                                                 chunk sorts cats EP x E chunks each)
+//   alltoall, --moe-permute-fusion                123 / 78 + 4 E
+//   flex (DeepEP), unfused                        166 / 116 + 4 E
+//   flex, --moe-permute-fusion                    156 / 116 + 4 E
+// A gated activation (SwiGLU, GeGLU) adds 3 / 3; biases on the linears 7 + 2 E / 8 + 9 E; FP8 with a
+// scale per tensor (delayed, tensorwise) 6 E / 6 E (Transformer Engine quantizes each expert's
+// GEMM operands apart; mxfp8 and blockwise allocate them in bulk). The flex rows run the
+// dispatch's preprocessing eagerly (Megatron compiles it with torch.compile where it can: about
+// 7 / 3 ops fewer). Uncertain by about 8 % (alltoall) and 15 % (flex: DeepEP's allocations and
+// record_stream calls vary by version). The alltoall forward synchronizes the host once (the
+// all-to-all's splits and the grouped GEMM's sizes, token_dispatcher.py), the flex forward four
+// times; the host cannot run ahead of the layer, as every block's floor assumes. The allgather
+// dispatcher is not counted: the dense MLP half stands for it (ASSUMPTION).
+void count_megatron_core_moe_ops(const Scenario& s, HostPolicy& h) {
+  if (!s.model.is_moe() ||
+      s.parallel.moe_token_dispatcher_type == MoeDispatcher::AllGather)
+    return;
+  const int e = static_cast<int>(s.model.moe.num_experts / s.parallel.ep);
+  const bool fused = s.parallel.moe_permute_fusion;
+  if (s.parallel.moe_token_dispatcher_type == MoeDispatcher::Flex) {
+    h.moe_forward_ops = fused ? 156 : 166;
+    h.moe_backward_ops = 116 + 4 * e;
+  } else {
+    h.moe_forward_ops = fused ? 123 : 145;
+    h.moe_backward_ops = fused ? 78 + 4 * e : 72 + 28 * e;
+  }
+  if (s.model.mlp == MlpKind::Swiglu || s.model.mlp == MlpKind::Geglu) {
+    h.moe_forward_ops += 3;
+    h.moe_backward_ops += 3;
+  }
+  if (s.model.mlp_bias) {
+    h.moe_forward_ops += 7 + 2 * e;
+    h.moe_backward_ops += 8 + 9 * e;
+  }
+  const bool per_tensor_fp8 = s.training.precision == Precision::Fp8 &&
+                              (s.training.fp8_recipe == Fp8Recipe::Delayed ||
+                               s.training.fp8_recipe == Fp8Recipe::Tensorwise);
+  if (per_tensor_fp8) {
+    h.moe_forward_ops += 6 * e;
+    h.moe_backward_ops += 6 * e;
+  }
+}
+
 }  // namespace zerosim::plan_detail
 
 namespace zerosim {

@@ -141,6 +141,9 @@ struct HostPolicy {
   // Activation checkpointing's own ops per checkpointed layer (saving and restoring the RNG
   // states, detaching the inputs), dispatched in the backward before the recomputed forward.
   int checkpoint_ops_per_layer = 0;
+  // An MoE layer's MLP half (router, dispatch, experts, combine), where counted; 0: the dense
+  // MLP half's counts stand for it.
+  int moe_forward_ops = 0, moe_backward_ops = 0;
 };
 
 struct FrameworkPolicy {
@@ -170,6 +173,8 @@ ReplicaReduce replica_reduce(const Scenario& s, ReplicaReduce with_replicas);
 // The ops Megatron-DeepSpeed's GPT layer dispatches in eager PyTorch (the model code Megatron
 // and DeepSpeed runs share here).
 HostPolicy megatron_gpt_layer_host_ops();
+// The MoE MLP half of Megatron-core's layer into `h` (framework_policy.cpp says how counted).
+void count_megatron_core_moe_ops(const Scenario& s, HostPolicy& h);
 
 }  // namespace zerosim::plan_detail
 

@@ -51,6 +51,7 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   // temporaries.
   p.memory.step_bytes_per_element = fp32_grads ? 0 : 4;
   p.host = megatron_gpt_layer_host_ops();
+  count_megatron_core_moe_ops(s, p.host);
   return p;
 }
 

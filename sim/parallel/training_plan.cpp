@@ -44,17 +44,21 @@ std::int64_t block_host_ops(const Scenario& s, const plan_detail::HostPolicy& h,
                             s.parallel.recompute == Recompute::SelectiveOp;
   // The replay's forward ops are the backward's, unless the plan emits it as forward ops.
   const bool replays_forward = checkpointed && !s.replays_layers_before_backward();
+  // An MoE block's ops where the policy counts them (Megatron-core); elsewhere, ASSUMPTION, the
+  // dense MLP's (its router, top-k and token permutation not counted).
+  const int moe_forward = h.moe_forward_ops ? h.moe_forward_ops : h.mlp_forward_ops;
+  const int moe_backward = h.moe_backward_ops ? h.moe_backward_ops : h.mlp_backward_ops;
   switch (k) {
     case WorkKind::AttentionForward: return h.attention_forward_ops;
-    // ASSUMPTION: an MoE block dispatches the dense MLP's ops; its router, top-k and token
-    // permutation ops are not counted (no source counts them).
-    case WorkKind::MlpForward:
-    case WorkKind::MoeForward: return h.mlp_forward_ops;
+    case WorkKind::MlpForward: return h.mlp_forward_ops;
+    case WorkKind::MoeForward: return moe_forward;
     case WorkKind::AttentionBackward:
       return h.attention_backward_ops + (replays_forward ? h.attention_forward_ops : 0);
     case WorkKind::MlpBackward:
-    case WorkKind::MoeBackward:
       return h.mlp_backward_ops + (replays_forward ? h.mlp_forward_ops : 0) +
+             (checkpointed ? h.checkpoint_ops_per_layer : 0);
+    case WorkKind::MoeBackward:
+      return moe_backward + (replays_forward ? moe_forward : 0) +
              (checkpointed ? h.checkpoint_ops_per_layer : 0);
     default: return 0;
   }

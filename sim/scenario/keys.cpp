@@ -626,6 +626,12 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "and expert TP 1), allgather (simulated as alltoall)",
                        FIELD(parallel.moe_token_dispatcher_type))
                   .in_cases("parallel.moe_token_dispatcher_type")));
+  t.push_back(moe_only(bool_key("parallel.moe_permute_fusion", false,
+                                "Megatron-core --moe-permute-fusion: Transformer Engine's fused "
+                                "permute / unpermute kernels; changes the MoE block's host ops "
+                                "(their HBM traffic is priced as the unfused permutation's)",
+                                FIELD(parallel.moe_permute_fusion))
+                           .in_cases("parallel.moe_permute_fusion")));
   t.push_back(moe_only(enum_key("parallel.moe_dispatch_fwd_dtype", "bf16", kWireDtypeNames,
                        "Megatron-core --moe-dispatch-fwd-dtype: the flex dispatcher's forward "
                        "dispatch on the wire, bf16 or mxfp8 (DeepSeek-V3's FP8 dispatch moves "

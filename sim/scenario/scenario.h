@@ -209,6 +209,9 @@ struct ParallelConfig {
   bool overlap_moe_expert_parallel_comm = false;
   // Megatron-core's moe_token_dispatcher_type, and the flex dispatcher's wire dtypes.
   MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::AllToAll;
+  // Megatron-core --moe-permute-fusion: Transformer Engine's fused permute and unpermute kernels
+  // (the host's op count of the MoE block; their HBM traffic is the unfused permutation's).
+  bool moe_permute_fusion = false;
   WireDtype moe_dispatch_fwd_dtype = WireDtype::Bf16;
   WireDtype moe_combine_bwd_dtype = WireDtype::Bf16;
   // Megatron's main_grad buffer and its reduction in fp32 (DDP config grad_reduce_in_fp32;

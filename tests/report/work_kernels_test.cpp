@@ -208,6 +208,48 @@ TEST(workKernels, HostDispatchBoundsSmallLayerBlocks) {
   }
 }
 
+// Megatron-core's MoE MLP half, counted from Megatron-LM d98e8a6 (framework_policy.cpp): a tiny
+// MoE with 16 experts on EP 2 (E = 8 local experts), SwiGLU, no biases, at 7 us per op. The
+// alltoall dispatcher: forward 145 (123 with --moe-permute-fusion), backward 72 + 28 E (78 + 4 E);
+// flex: 166 / 156 forward, 116 + 4 E backward; SwiGLU adds 3 to each; FP8 with per-tensor scales
+// 6 E more each way. Full recomputation replays the forward's ops in the backward.
+TEST(workKernels, MegatronCoreMoeBlocksDispatchTheirCountedOps) {
+  const double op = 7e-6;
+  json tiny = {{"model",
+                {{"num_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                 {"ffn_hidden_size", 128}, {"mlp", "swiglu"}, {"vocab_size", 1000},
+                 {"seq_length", 128},
+                 {"moe", {{"num_experts", 16}, {"top_k", 2}, {"expert_ffn_hidden_size", 64}}}}},
+               {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 2}}},
+               {"training", {{"micro_batch_size", 1}}},
+               {"parallel", {{"framework", "megatron"}, {"ep", 2}}},
+               {"fitted", {{"layer_host_op_time", "7us"}}}};
+  const int e = 8;
+  const auto priced = [&](WorkKind k) { return work_seconds(tiny, k); };
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeForward), (145 + 3) * op);
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeBackward), (72 + 28 * e + 3) * op);
+  tiny["parallel"]["moe_permute_fusion"] = true;
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeForward), (123 + 3) * op);
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeBackward), (78 + 4 * e + 3) * op);
+  tiny["parallel"]["recompute"] = "full";
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeBackward), (78 + 4 * e + 3 + 123 + 3 + 8) * op);
+  tiny["parallel"]["recompute"] = "none";
+  tiny["parallel"]["moe_token_dispatcher_type"] = "flex";
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeForward), (156 + 3) * op);
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeBackward), (116 + 4 * e + 3) * op);
+  tiny["parallel"]["moe_permute_fusion"] = false;
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeForward), (166 + 3) * op);
+  tiny["parallel"]["moe_token_dispatcher_type"] = "alltoall";
+  tiny["training"]["precision"] = "fp8";
+  tiny["training"]["fp8_recipe"] = "tensorwise";
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeForward), (145 + 3 + 6 * e) * op);
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeBackward), (72 + 28 * e + 3 + 6 * e) * op);
+  tiny["training"]["fp8_recipe"] = "blockwise";
+  EXPECT_DOUBLE_EQ(priced(WorkKind::MoeForward), (145 + 3) * op);
+  // The dense blocks keep their own counts.
+  EXPECT_DOUBLE_EQ(priced(WorkKind::AttentionForward), 41 * op);
+}
+
 // fp8 training: a layer's linear GEMMs run in FP8 after casts whose HBM bytes depend on who
 // casts and how it scales. Transformer Engine quantizes each GEMM's input in forward and each
 // output gradient in backward, reading 2 bytes and writing a row-wise and a column-wise byte per
