@@ -19,6 +19,7 @@
 #include "sim/report/calibrate_report.h"
 #include "sim/run/calibrate.h"
 #include "sim/run/published.h"
+#include "sim/scenario/scenario.h"
 
 namespace zerosim {
 namespace {
@@ -143,7 +144,18 @@ TEST(reportCalibrate, FittedConstantsNameTheirCalibrationFamily) {
     const PublishedFamily* fam = published_split().find(g.constant->calibration_family);
     ASSERT_NE(fam, nullptr) << g.constant->key;
     EXPECT_EQ(fam->set, "calibration") << g.constant->key;
-    EXPECT_EQ(g.setting(g.constant->value).rfind(std::string(g.constant->key) + "=", 0), 0u);
+    ScenarioInputs in;
+    in.sets = {g.setting(g.constant->value)};
+    const Scenario s = resolve_scenario(scenario_document(in));
+    const double read_back = g.constant == &fitted::kGemmSustained ? s.fitted.gemm_sustained
+                                                                   : s.fitted.layer_host_op_time;
+    EXPECT_EQ(read_back, g.constant->value) << g.setting(g.constant->value);
+    in.sets = {g.setting(g.points.back())};
+    const Scenario at_end = resolve_scenario(scenario_document(in));
+    EXPECT_EQ(g.constant == &fitted::kGemmSustained ? at_end.fitted.gemm_sustained
+                                                    : at_end.fitted.layer_host_op_time,
+              g.points.back() / g.per_unit)
+        << g.setting(g.points.back());
   }
   EXPECT_STREQ(fitted::kNcclLaunchOverhead.calibration_family, "");
   for (const auto& c : fitted::kAll) {
