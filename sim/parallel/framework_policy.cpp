@@ -56,7 +56,10 @@ void sharded_reduction(const Scenario& s, GradientPolicy& g) {
   g.collective_name = rs ? "grad reduce_scatter" : "grad all_reduce";
 }
 
+// Megatron-core's DistributedDataParallel (distributed_data_parallel.py at d98e8a6): bucket_size
+// as given (--ddp-bucket-size), else max(40M, 1M x the data-parallel group's size).
 std::int64_t megatron_bucket_elements(const Scenario& s) {
+  if (s.parallel.ddp_bucket_size > 0) return s.parallel.ddp_bucket_size;
   return std::max<std::int64_t>(40'000'000, 1'000'000LL * s.parallel.dp_cp());
 }
 

@@ -644,6 +644,16 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "or mxfp8",
                        FIELD(parallel.moe_combine_bwd_dtype))
                   .in_cases("parallel.moe_combine_bwd_dtype")));
+  KeySpec ddp_bucket = count_key("parallel.ddp_bucket_size", nullptr,
+                                 "Megatron-core --ddp-bucket-size: parameters per DDP gradient "
+                                 "bucket (default: max(40M, 1M x data-parallel size); with "
+                                 "overlap_grad_reduce, pipeline stages after the first keep one "
+                                 "bucket, as Megatron-core does)",
+                                 FIELD(parallel.ddp_bucket_size));
+  ddp_bucket.echo = [](const Scenario& s) {
+    return s.parallel.ddp_bucket_size > 0 ? json(s.parallel.ddp_bucket_size) : json();
+  };
+  t.push_back(megatron_only(std::move(ddp_bucket)).in_cases("parallel.ddp_bucket_size"));
   // Only Megatron has it: the echo of another framework's scenario leaves it out.
   t.push_back(megatron_only(bool_key("parallel.grad_reduce_in_fp32", nullptr,
                                      "Megatron-core's DDP grad_reduce_in_fp32: gradients "

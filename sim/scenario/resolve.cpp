@@ -612,6 +612,17 @@ void zero_rules(Scenario& s, const Given& given) {
 void megatron_rules(Scenario& s, const Given& given) {
   ParallelConfig& p = s.parallel;
   const int zs = s.zero.stage;
+  if (given("parallel.ddp_bucket_size")) {
+    if (p.framework != Framework::Megatron) {
+      throw InputError("parallel.ddp_bucket_size",
+                       "a Megatron-core DDP setting: needs parallel.framework megatron (DeepSpeed's "
+                       "is zero.reduce_bucket_size)");
+    }
+    if (p.ddp_bucket_size < 1) {
+      throw InputError("parallel.ddp_bucket_size",
+                       "must be at least 1 parameter, got " + std::to_string(p.ddp_bucket_size));
+    }
+  }
   if (given("parallel.grad_reduce_in_fp32") && p.framework != Framework::Megatron) {
     throw InputError("parallel.grad_reduce_in_fp32",
                      "a Megatron-core DDP setting: needs parallel.framework megatron (DeepSpeed's "

@@ -217,6 +217,9 @@ struct ParallelConfig {
   // Megatron's main_grad buffer and its reduction in fp32 (DDP config grad_reduce_in_fp32;
   // Megatron-LM turns it on for bf16 unless --grad-reduce-in-bf16), else in the 16-bit dtype.
   bool grad_reduce_in_fp32 = false;
+  // Megatron-core's DDP bucket_size (--ddp-bucket-size), parameters per gradient bucket; 0:
+  // Megatron-core's default, max(40M, 1M x the data-parallel size).
+  std::int64_t ddp_bucket_size = 0;
 };
 
 // Which DeepSpeed stage 3 (zero.stage3_implementation): the module-hook coordinator as 0.6.6 and
