@@ -19,6 +19,8 @@ struct FittedConstant {
   // The family of validate/cases/split.json's calibration set it is searched on by `zerosim
   // calibrate`; "" for a constant fitted on other data (the collective benchmarks).
   const char* calibration_family;
+  // A plain number (gemm_sustained) rather than a quantity with a unit (a time).
+  constexpr bool plain_number() const { return unit[0] == '\0'; }
 };
 
 // Share of the GPU's best measured GEMM rate (MAMF, cluster.gpu.gemm_efficiency) sustained by a

@@ -43,7 +43,7 @@ std::string pct(double v, int n) {
 // A constant's value as its key is written: a plain number, or microseconds for a time.
 std::string value_text(const fitted::FittedConstant& c, double v) {
   char buf[32];
-  if (c.unit[0] == '\0') {
+  if (c.plain_number()) {
     std::snprintf(buf, sizeof buf, "%.2f", v);
   } else {
     std::snprintf(buf, sizeof buf, "%gus", v * 1e6);

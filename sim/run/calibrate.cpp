@@ -100,14 +100,10 @@ const std::vector<std::string>& calibrate_settings() {
   return s;
 }
 
-namespace {
 // A plain number's grid is in hundredths (gemm_sustained), a time's in microseconds.
-bool plain_number(const fitted::FittedConstant& c) { return c.unit[0] == '\0'; }
-}  // namespace
-
 std::string ConstantGrid::setting(int point) const {
   char buf[96];
-  if (plain_number(*constant)) {
+  if (constant->plain_number()) {
     std::snprintf(buf, sizeof buf, "%s=%d.%02d", constant->key, point / 100, point % 100);
   } else {
     std::snprintf(buf, sizeof buf, "%s=%dus", constant->key, point);
@@ -119,7 +115,7 @@ std::string ConstantGrid::setting(int point) const {
 // grid): a plain number, or seconds for a time.
 std::string ConstantGrid::setting(double value) const {
   char buf[96];
-  std::snprintf(buf, sizeof buf, plain_number(*constant) ? "%s=%.17g" : "%s=%.17gs",
+  std::snprintf(buf, sizeof buf, constant->plain_number() ? "%s=%.17g" : "%s=%.17gs",
                 constant->key, value);
   return buf;
 }

@@ -147,14 +147,14 @@ TEST(reportCalibrate, FittedConstantsNameTheirCalibrationFamily) {
     ScenarioInputs in;
     in.sets = {g.setting(g.constant->value)};
     const Scenario s = resolve_scenario(scenario_document(in));
-    const double read_back = g.constant == &fitted::kGemmSustained ? s.fitted.gemm_sustained
-                                                                   : s.fitted.layer_host_op_time;
-    EXPECT_EQ(read_back, g.constant->value) << g.setting(g.constant->value);
+    const auto read_back = [&](const Scenario& sc) {
+      return g.constant == &fitted::kGemmSustained ? sc.fitted.gemm_sustained
+                                                   : sc.fitted.layer_host_op_time;
+    };
+    EXPECT_EQ(read_back(s), g.constant->value) << g.setting(g.constant->value);
     in.sets = {g.setting(g.points.back())};
     const Scenario at_end = resolve_scenario(scenario_document(in));
-    EXPECT_EQ(g.constant == &fitted::kGemmSustained ? at_end.fitted.gemm_sustained
-                                                    : at_end.fitted.layer_host_op_time,
-              g.points.back() / g.per_unit)
+    EXPECT_EQ(read_back(at_end), g.points.back() / g.per_unit)
         << g.setting(g.points.back());
   }
   EXPECT_STREQ(fitted::kNcclLaunchOverhead.calibration_family, "");
