@@ -1,6 +1,7 @@
 #include "sim/parallel/framework_policy.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace zerosim::plan_detail {
 
@@ -61,6 +62,11 @@ void sharded_reduction(const Scenario& s, GradientPolicy& g) {
 std::int64_t megatron_bucket_elements(const Scenario& s) {
   if (s.parallel.ddp_bucket_size > 0) return s.parallel.ddp_bucket_size;
   return std::max<std::int64_t>(40'000'000, 1'000'000LL * s.parallel.dp_cp());
+}
+
+std::int64_t chunk_bucket_limit(const GradientPolicy& g, int chunk) {
+  return g.one_bucket_after_first_chunk && chunk > 0 ? std::numeric_limits<std::int64_t>::max()
+                                                     : g.bucket_limit;
 }
 
 bool gathers_partitions_after_step(const Scenario& s) {

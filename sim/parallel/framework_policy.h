@@ -48,6 +48,9 @@ struct GradientPolicy {
   BucketRule rule = BucketRule::FlushBeforeOverflow;
   // Elements per bucket: the first one, and every later one.
   std::int64_t first_bucket_limit = 0, bucket_limit = 0;
+  // Model chunks after the first (interleaved pipeline stages) keep one bucket each, for the
+  // gradients and the parameter gathers that follow them (Megatron-core's disable_bucketing).
+  bool one_bucket_after_first_chunk = false;
   CollectiveKind collective = CollectiveKind::AllReduce;
   std::string collective_name;  // how the op is named, e.g. "grad reduce_scatter"
   // Buffers: a second copy of every gradient (DDP's bucket views); a reduce_bucket_size buffer
@@ -166,6 +169,9 @@ Stream hook_stream(const Scenario& s, ReduceWhen when);
 void sharded_reduction(const Scenario& s, GradientPolicy& g);
 // Megatron-core's bucket size: max(40M, 1M x dp) elements (distributed_data_parallel.py).
 std::int64_t megatron_bucket_elements(const Scenario& s);
+// A chunk's bucket limit after its first bucket: the policy's, or no limit where the framework
+// keeps that chunk in one bucket.
+std::int64_t chunk_bucket_limit(const GradientPolicy& g, int chunk);
 // Stages 1/2 all-gather the updated partitions after the step.
 bool gathers_partitions_after_step(const Scenario& s);
 // With hybrid sharding, how replicas combine (None without replica groups).

@@ -6,7 +6,8 @@
 
 namespace zerosim::plan_detail {
 
-void GradientReducer::begin_backward(bool accumulating) {
+void GradientReducer::begin_backward(bool accumulating, int chunk) {
+  chunk_ = chunk;
   bucket_elements_ = expert_bucket_elements_ = 0;
   last_reduction_ = prev_reduction_ = older_reduction_ = -1;
   accumulating_ = accumulating;
@@ -25,8 +26,13 @@ void GradientReducer::setup_buckets(bool accumulating) {
   }
 }
 
+std::int64_t GradientReducer::bucket_limit() const {
+  if (chunk_ > 0) return chunk_bucket_limit(g_, chunk_);
+  return bucket_count_ == 0 ? g_.first_bucket_limit : g_.bucket_limit;
+}
+
 void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_by) {
-  const std::int64_t limit = bucket_count_ == 0 ? g_.first_bucket_limit : g_.bucket_limit;
+  const std::int64_t limit = bucket_limit();
   if (g_.rule == BucketRule::CloseAtCap) {
     // The bucket is reduced when all its gradients are ready, i.e. after the last unit that
     // filled it.
@@ -44,7 +50,7 @@ void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_
 }
 
 void GradientReducer::expert_gradients_ready(std::int64_t params, std::int32_t produced_by) {
-  const std::int64_t limit = g_.bucket_limit;
+  const std::int64_t limit = chunk_bucket_limit(g_, chunk_);
   if (g_.rule == BucketRule::CloseAtCap) {
     expert_bucket_elements_ += params;
     if (expert_bucket_elements_ >= limit) flush_experts(produced_by);
@@ -210,11 +216,16 @@ void GradientReducer::end_backward(std::int32_t last_backward, bool last_of_step
 void GradientReducer::reduce_after_flush(const std::vector<std::vector<Unit>>& chunks,
                                          std::int32_t after) {
   setup_buckets(true);
-  for (const auto& chunk_units : chunks) {
-    for (const Unit& unit : chunk_units) {
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    chunk_ = static_cast<int>(c);
+    for (const Unit& unit : chunks[c]) {
       const std::int64_t experts = expert_group_params(s_, unit);
       if (experts > 0) expert_gradients_ready(experts, after);
       gradient_ready(unit.params - experts, after);
+    }
+    if (c + 1 < chunks.size()) {
+      flush_experts(after);
+      flush(after);
     }
   }
   end_backward(after, true);

@@ -23,7 +23,7 @@ class GradientReducer {
 
   // Every backward pass starts here (DeepSpeed's optimizer.backward() sets up its buckets
   // first); `accumulating`: not the chunk's first backward of the step.
-  void begin_backward(bool accumulating);
+  void begin_backward(bool accumulating, int chunk);
   // A backward hook: `params` gradients are ready after op `produced_by`.
   void gradient_ready(std::int64_t params, std::int32_t produced_by);
   // A unit's backward produced its gradients: handed over as one, or tensor by tensor when the
@@ -35,7 +35,8 @@ class GradientReducer {
   // The end of a backward whose hooks ran: the pending bucket, replica reductions, buffers.
   void end_backward(std::int32_t last_backward, bool last_of_step);
   // After the pipeline flush: every chunk's gradients, bucket by bucket in model order, on the
-  // compute stream (Megatron's finalize_model_grads / DeepSpeed's reduce_gradients).
+  // compute stream (Megatron's finalize_model_grads / DeepSpeed's reduce_gradients); a chunk's
+  // buckets hold its own gradients only (each chunk is a DDP module with its own buffer).
   void reduce_after_flush(const std::vector<std::vector<Unit>>& chunks, std::int32_t after);
 
   // With expert parallelism: the routed experts' gradients, in buckets of their own (Megatron's
@@ -48,6 +49,8 @@ class GradientReducer {
 
  private:
   void setup_buckets(bool accumulating);
+  // The elements the bucket being filled may hold.
+  std::int64_t bucket_limit() const;
   void flush(std::int32_t produced_by);
   void flush_experts(std::int32_t produced_by);
   void flush_elements(std::int64_t elements, std::int32_t produced_by);
@@ -63,6 +66,7 @@ class GradientReducer {
 
   std::int64_t bucket_elements_ = 0, expert_bucket_elements_ = 0;
   int bucket_count_ = 0, expert_bucket_count_ = 0;
+  int chunk_ = 0;  // the model chunk whose gradients are being bucketed
   std::int32_t last_reduction_ = -1, prev_reduction_ = -1, older_reduction_ = -1;
   std::int32_t final_reduction_ = -1;
   bool accumulating_ = false;

@@ -26,11 +26,13 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   // (accumulate_allreduce_grads_in_fp32; parallel.grad_reduce_in_fp32).
   const bool fp32_grads = s.parallel.grad_reduce_in_fp32;
   g.bytes_per_element = fp32_grads ? 4 : 2;
-  // Megatron-core gives pipeline ranks after the first one a single bucket
-  // (distributed_data_parallel.py: bucket_size None when pp_rank > 0).
-  g.first_bucket_limit = g.bucket_limit = overlap && stage > 0
+  // Megatron-core (distributed_data_parallel.py and training.py get_model at d98e8a6) keeps
+  // one bucket per model chunk without --overlap-grad-reduce (bucket_size None), on pipeline
+  // ranks after the first, and for every model chunk after the first (disable_bucketing).
+  g.first_bucket_limit = g.bucket_limit = !overlap || stage > 0
                                               ? std::numeric_limits<std::int64_t>::max()
                                               : megatron_bucket_elements(s);
+  g.one_bucket_after_first_chunk = true;
   if (zs == 0 && g.when == ReduceWhen::LastBackward) {
     g.rule = BucketRule::CloseAtCap;
     g.bucket_copy = true;

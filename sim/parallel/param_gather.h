@@ -38,7 +38,7 @@ class ParamGather {
   };
   enum class Part : std::uint8_t { Dense, Experts };
   // The buckets of one part, over the units holding some of it.
-  std::vector<Bucket> buckets(const std::vector<Unit>& units, Part part) const;
+  std::vector<Bucket> buckets(const std::vector<Unit>& units, Part part, int chunk) const;
   // The gather of `part` unit u's forward waits for; `current` is the one the previous unit
   // waited for, `start` what the first gather of the chunk follows.
   std::int32_t in_forward(int chunk, Part part, const std::vector<Bucket>& buckets, std::size_t u,

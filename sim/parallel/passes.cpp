@@ -168,7 +168,7 @@ StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
   f.gather_params = first_forward && policy_.params.gather_in_next_forward;
   if (f.gather_params) {
     for (const auto part : {ParamGather::Part::Dense, ParamGather::Part::Experts}) {
-      f.buckets[static_cast<int>(part)] = params_.buckets(chunks_[chunk], part);
+      f.buckets[static_cast<int>(part)] = params_.buckets(chunks_[chunk], part, chunk);
     }
   }
   return f;
@@ -283,7 +283,7 @@ StageBuilder::BackwardPass StageBuilder::begin_backward(int mb, int chunk, Backw
   }
   b.hooks = !input_only && hooks_run(last_of_chunk);
   if (s_.zero.stage == 3) zero3_.begin_backward(mb, chunk);
-  if (!input_only) grads_.begin_backward(backwards_done_[chunk]++ > 0);
+  if (!input_only) grads_.begin_backward(backwards_done_[chunk]++ > 0, chunk);
   // Autograd's 16-bit param.grad of each unit, from the unit's backward until the pass ends.
   b.half_grads = policy_.memory.half_grads_until_backward_end && !input_only;
   b.prev = last_compute_;
@@ -568,7 +568,7 @@ void StageBuilder::weight_pass(int mb, int chunk, bool last_of_chunk, bool last_
   const std::string suffix = pass_suffix(mb, chunk);
   const bool hooks = hooks_run(last_of_chunk);
   const std::vector<Unit>& units = chunks_[chunk];
-  grads_.begin_backward(backwards_done_[chunk]++ > 0);
+  grads_.begin_backward(backwards_done_[chunk]++ > 0, chunk);
   const bool half_grads = policy_.memory.half_grads_until_backward_end;
   std::int32_t prev = last_compute_;
   for (std::size_t i = units.size(); i-- > 0;) {

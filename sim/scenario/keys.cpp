@@ -646,9 +646,10 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                   .in_cases("parallel.moe_combine_bwd_dtype")));
   KeySpec ddp_bucket = count_key("parallel.ddp_bucket_size", nullptr,
                                  "Megatron-core --ddp-bucket-size: parameters per DDP gradient "
-                                 "bucket (default: max(40M, 1M x data-parallel size); with "
-                                 "overlap_grad_reduce, pipeline stages after the first keep one "
-                                 "bucket, as Megatron-core does)",
+                                 "bucket with overlap_grad_reduce (default: max(40M, 1M x "
+                                 "data-parallel size)); as Megatron-core does, pipeline stages "
+                                 "after the first, model chunks after the first and every chunk "
+                                 "without overlap_grad_reduce keep one bucket",
                                  FIELD(parallel.ddp_bucket_size));
   ddp_bucket.echo = [](const Scenario& s) {
     return s.parallel.ddp_bucket_size > 0 ? json(s.parallel.ddp_bucket_size) : json();

@@ -622,6 +622,11 @@ void megatron_rules(Scenario& s, const Given& given) {
       throw InputError("parallel.ddp_bucket_size",
                        "must be at least 1 parameter, got " + std::to_string(p.ddp_bucket_size));
     }
+    if (!p.overlap_grad_reduce) {
+      s.warnings.push_back({"parallel.ddp_bucket_size",
+                            "not used without parallel.overlap_grad_reduce: Megatron-core then "
+                            "reduces each model chunk's gradients as one bucket"});
+    }
   }
   if (given("parallel.grad_reduce_in_fp32") && p.framework != Framework::Megatron) {
     throw InputError("parallel.grad_reduce_in_fp32",

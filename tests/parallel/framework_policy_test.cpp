@@ -53,7 +53,8 @@ TEST(frameworkPolicy, MegatronReducesFp32GradientsInItsBuckets) {
   json doc = tiny_doc(8, {{"stage", 1}});
   doc["parallel"] = {{"framework", "megatron"}, {"pp", 2}};
   EXPECT_EQ(policy_of(doc).grads.bytes_per_element, 4);
-  EXPECT_EQ(policy_of(doc).grads.bucket_limit, 40'000'000);
+  // Without --overlap-grad-reduce Megatron-core sets bucket_size None: one bucket.
+  EXPECT_EQ(policy_of(doc).grads.bucket_limit, std::numeric_limits<std::int64_t>::max());
   doc["parallel"]["overlap_grad_reduce"] = true;
   EXPECT_EQ(policy_of(doc, 1).grads.bucket_limit, std::numeric_limits<std::int64_t>::max());
   EXPECT_EQ(policy_of(doc, 0).grads.bucket_limit, 40'000'000);
@@ -63,11 +64,53 @@ TEST(frameworkPolicy, MegatronReducesFp32GradientsInItsBuckets) {
   doc["parallel"]["ddp_bucket_size"] = 1'000'000;
   EXPECT_EQ(policy_of(doc, 0).grads.bucket_limit, 1'000'000);
   EXPECT_EQ(policy_of(doc, 1).grads.bucket_limit, std::numeric_limits<std::int64_t>::max());
+  EXPECT_TRUE(resolve_scenario(doc).warnings.empty());
+  // Without --overlap-grad-reduce Megatron-core ignores it: said, not silent.
+  doc["parallel"]["overlap_grad_reduce"] = false;
+  const Scenario unused = resolve_scenario(doc);
+  ASSERT_EQ(unused.warnings.size(), 1u);
+  EXPECT_EQ(unused.warnings[0].key_path, "parallel.ddp_bucket_size");
+  EXPECT_EQ(policy_of(doc, 0).grads.bucket_limit, std::numeric_limits<std::int64_t>::max());
+  doc["parallel"]["overlap_grad_reduce"] = true;
   doc["parallel"]["ddp_bucket_size"] = 0;
   EXPECT_EQ(testing_plan::input_error_key(doc), "parallel.ddp_bucket_size");
   doc["parallel"]["ddp_bucket_size"] = 1'000'000;
   doc["parallel"]["framework"] = "deepspeed";
   EXPECT_EQ(testing_plan::input_error_key(doc), "parallel.ddp_bucket_size");
+}
+
+// Megatron-core's DDP (distributed_data_parallel.py, training.py get_model at d98e8a6): each model
+// chunk has its own gradient buffer; --overlap-grad-reduce splits the first chunk of the first
+// pipeline rank into buckets (here every unit its own, --ddp-bucket-size 1) and keeps each later
+// chunk in one (disable_bucketing); without it every chunk is one bucket (bucket_size None).
+// Four tiny layers over PP 2: the first rank holds the embedding (72192) and layers 0 and 2 with
+// the interleaved schedule, layers 0 and 1 without, each layer an attention unit (16768) and an
+// MLP unit (33216); its reductions carry every one of its fp32 gradients once.
+TEST(frameworkPolicy, MegatronBucketsOnlyTheFirstChunkOfTheFirstStage) {
+  const auto reductions = [](json doc) {
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    std::pair<int, Bytes> out{0, 0};
+    for (const Op& op : tp.plan.ops) {
+      const std::string& name = tp.plan.names[op.name];
+      const bool reduction = name.rfind("grad reduce_scatter #", 0) == 0;
+      if (op.rank != 0 || op.kind != OpKind::Collective || !reduction) continue;
+      ++out.first;
+      out.second += op.bytes;
+    }
+    return out;
+  };
+  json doc = tiny_doc(4, {{"stage", 1}}, 2);
+  doc["model"]["num_layers"] = 4;
+  doc["parallel"] = {{"framework", "megatron"}, {"pp", 2}, {"virtual_stages", 2},
+                     {"overlap_grad_reduce", true}, {"ddp_bucket_size", 1}};
+  const Bytes first_rank = 4 * (72192 + 2 * (16768 + 33216));
+  EXPECT_EQ(reductions(doc), std::make_pair(3 + 1, first_rank));  // 3 units, then one bucket
+  doc["parallel"]["virtual_stages"] = 1;
+  EXPECT_EQ(reductions(doc), std::make_pair(5, first_rank));
+  doc["parallel"]["overlap_grad_reduce"] = false;
+  EXPECT_EQ(reductions(doc), std::make_pair(1, first_rank));
+  doc["parallel"]["virtual_stages"] = 2;
+  EXPECT_EQ(reductions(doc), std::make_pair(2, first_rank));  // one per chunk
 }
 
 TEST(frameworkPolicy, MegatronGradientsIn16BitsWhenTheUserSaysSo) {
