@@ -160,7 +160,7 @@ StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
   if (const auto from = pipe_links(chunk).recv_activations) {
     // Megatron recv_forward: posted when the stage reaches this pass, waited on before compute.
     e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
-                               recv_stream(*from), "recv activations" + f.suffix, {last_compute_}));
+                               recv_stream(*from), "recv activations" + f.suffix, {recv_after_}));
   }
   const bool first_forward = forwards_done_[chunk]++ == 0;
   if (s_.zero.stage == 3) zero3_.begin_forward(chunk, first_forward);
@@ -279,7 +279,7 @@ StageBuilder::BackwardPass StageBuilder::begin_backward(int mb, int chunk, Backw
   const bool input_only = part == BackwardPart::Input;
   if (const auto from = pipe_links(chunk).recv_gradients) {
     e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
-                               recv_stream(*from), "recv gradients" + b.suffix, {last_compute_}));
+                               recv_stream(*from), "recv gradients" + b.suffix, {recv_after_}));
   }
   b.hooks = !input_only && hooks_run(last_of_chunk);
   if (s_.zero.stage == 3) zero3_.begin_backward(mb, chunk);

@@ -206,8 +206,25 @@ Template StageBuilder::build() {
   }
   int backwards_left = 0;
   for (int r : remaining_backward) backwards_left += r;
+  // A pass's receive is posted after the pass before it. With overlap_p2p_comm Megatron posts it
+  // with the send of the previous pass of its direction: after a forward the next forward's
+  // input, after a backward the next backward's gradient, and at the end of the warm-up the first
+  // backward's; where the pass before is of the other direction, that is the one before it,
+  // whose compute the transfer then overlaps. When every forward precedes the first backward
+  // (no steady state), that backward's receive is a blocking one after the last forward.
+  std::size_t first_backward = steps.size(), last_forward = 0;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    if (!steps[k].forward && first_backward == steps.size()) first_backward = k;
+    if (steps[k].forward) last_forward = k;
+  }
+  std::int32_t end_before_previous = last_compute_;
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const PassStep& st = steps[k];
+    const std::int32_t end_of_previous = last_compute_;
+    const bool early = s_.parallel.overlap_p2p_comm && k >= 2 &&
+                       steps[k - 1].forward != st.forward &&
+                       !(k == first_backward && last_forward < k);
+    recv_after_ = early ? end_before_previous : end_of_previous;
     if (st.combined_with_next) {
       const PassStep& b = steps[++k];
       --backwards_left;
@@ -226,6 +243,7 @@ Template StageBuilder::build() {
         backward_pass(st.mb, st.chunk, BackwardPart::Whole, last_of_chunk, backwards_left == 0);
       }
     }
+    end_before_previous = end_of_previous;
   }
   optimizer_step();
   return e_.take();

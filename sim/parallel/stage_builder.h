@@ -226,6 +226,9 @@ class StageBuilder {
     }
   }
   std::int32_t last_compute_ = -1;
+  // The compute after which the next pass's receive is posted (Megatron's recv_forward /
+  // recv_backward): the last one, or with overlapped p2p an earlier one (build()).
+  std::int32_t recv_after_ = -1;
   std::vector<int> forwards_done_, backwards_done_;  // per chunk, in this step
 };
 

@@ -610,6 +610,15 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "GEMMs (needs sequence_parallel)",
                        FIELD(parallel.tp_comm_overlap))
                   .in_cases("parallel.tp_comm_overlap"));
+  t.push_back(megatron_only(bool_key("parallel.overlap_p2p_comm", nullptr,
+                                     "Megatron-core's overlap_p2p_comm (Megatron-LM "
+                                     "--no-overlap-p2p-communication turns it off): with the "
+                                     "interleaved schedule each pipeline receive is posted one "
+                                     "pass early, its transfer under the other direction's "
+                                     "compute (default: true with the interleaved schedule, as "
+                                     "Megatron-LM since 2023-10 and Megatron-Bridge set it)",
+                                     FIELD(parallel.overlap_p2p_comm)))
+                  .in_cases("parallel.overlap_p2p_comm"));
   t.push_back(bool_key("parallel.overlap_moe_expert_parallel_comm", false,
                        "Megatron-core --overlap-moe-expert-parallel-comm (Bridge's moe_a2a_overlap): "
                        "the combined 1F1B schedule, a steady-state forward and the next backward "

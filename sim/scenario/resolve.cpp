@@ -633,6 +633,23 @@ void megatron_rules(Scenario& s, const Given& given) {
                      "a Megatron-core DDP setting: needs parallel.framework megatron (DeepSpeed's "
                      "is zero.communication_data_type)");
   }
+  // Megatron-LM (arguments.py) and Megatron-Bridge (comm_overlap.py) overlap the pipeline's p2p
+  // with the interleaved schedule and turn it off without it; zerosim's combined 1F1B posts its
+  // receives as the plain schedule does.
+  const bool interleaved = p.pp > 1 && p.pipeline_schedule == PipelineSchedule::Interleaved &&
+                           !p.overlap_moe_expert_parallel_comm;
+  if (!given("parallel.overlap_p2p_comm")) {
+    p.overlap_p2p_comm = p.framework == Framework::Megatron && interleaved;
+  } else if (p.overlap_p2p_comm && p.framework != Framework::Megatron) {
+    throw InputError("parallel.overlap_p2p_comm",
+                     "a Megatron-core pipeline setting: needs parallel.framework megatron");
+  } else if (p.overlap_p2p_comm && !interleaved) {
+    s.warnings.push_back({"parallel.overlap_p2p_comm",
+                          "not used: only the interleaved schedule (pp > 1, virtual_stages > 1, "
+                          "without overlap_moe_expert_parallel_comm) overlaps its p2p, as "
+                          "Megatron-LM turns it off otherwise"});
+    p.overlap_p2p_comm = false;
+  }
   if (p.tp_comm_overlap && !(p.framework == Framework::Megatron && p.tp > 1 && p.sequence_parallel)) {
     throw InputError("parallel.tp_comm_overlap",
                      "a Megatron-LM flag (Transformer Engine userbuffers): needs parallel.framework "

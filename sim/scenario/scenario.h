@@ -203,6 +203,10 @@ struct ParallelConfig {
   // Megatron --tp-comm-overlap (Transformer Engine's userbuffers): the attention and MLP blocks'
   // TP all-gathers and reduce-scatters pipelined with their GEMMs, run beside the block.
   bool tp_comm_overlap = false;
+  // Megatron-core's overlap_p2p_comm (interleaved schedule): each pass's pipeline receive is
+  // posted with the send after the previous pass of its direction, so the transfer runs under the
+  // other direction's compute (schedules.py forward_backward_pipelining_with_interleaving).
+  bool overlap_p2p_comm = false;
   // Megatron-core --overlap-moe-expert-parallel-comm: the combined 1F1B schedule, each
   // steady-state forward run beside the next backward so that their MoE all-to-alls hide behind
   // each other's compute (sim/parallel/schedules.h, passes.cpp combined_pass).

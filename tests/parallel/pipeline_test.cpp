@@ -111,6 +111,46 @@ TEST(parallelPipeline, InterleavedBubbleShrinksByV) {
   }
 }
 
+// Megatron's overlap_p2p_comm: a pass's receive is posted with the send of the previous pass of
+// its direction, so in the steady state its transfer (3 us here) runs under the other
+// direction's compute (10 us per block) instead of after it. The step then lies strictly between
+// the step without communication and the one whose every receive waits for the compute before
+// it; the default follows Megatron-LM: on with the interleaved schedule, off with 1F1B.
+TEST(parallelPipeline, OverlappedP2pHidesSteadyStateTransfers) {
+  auto makespan = [](json doc, bool overlap, bool instant) {
+    doc["parallel"]["framework"] = "megatron";
+    doc["parallel"]["overlap_p2p_comm"] = overlap;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    UniformCompute compute(tp);
+    InstantComm none;
+    testing_plan::FixedComm fixed;
+    return instant ? run_engine(tp.plan, compute, none).makespan
+                   : run_engine(tp.plan, compute, fixed).makespan;
+  };
+  const json doc = pipeline_doc(4, 8, 2, "interleaved");
+  const SimTime free = makespan(doc, false, true), blocking = makespan(doc, false, false);
+  const SimTime overlapped = makespan(doc, true, false);
+  EXPECT_LT(free, overlapped);
+  EXPECT_LT(overlapped, blocking);
+  EXPECT_EQ(makespan(doc, true, true), free);
+  EXPECT_TRUE(resolve_scenario(doc).parallel.overlap_p2p_comm == false);  // deepspeed
+  json megatron = doc;
+  megatron["parallel"]["framework"] = "megatron";
+  EXPECT_TRUE(resolve_scenario(megatron).parallel.overlap_p2p_comm);
+  megatron["parallel"]["pipeline_schedule"] = "1f1b";
+  megatron["parallel"]["virtual_stages"] = 1;
+  EXPECT_FALSE(resolve_scenario(megatron).parallel.overlap_p2p_comm);
+  // Asked for where Megatron-LM turns it off: a warning; under another framework: refused.
+  megatron["parallel"]["overlap_p2p_comm"] = true;
+  const Scenario unused = resolve_scenario(megatron);
+  EXPECT_FALSE(unused.parallel.overlap_p2p_comm);
+  ASSERT_EQ(unused.warnings.size(), 1u);
+  EXPECT_EQ(unused.warnings[0].key_path, "parallel.overlap_p2p_comm");
+  json deepspeed = doc;
+  deepspeed["parallel"]["overlap_p2p_comm"] = true;
+  EXPECT_EQ(testing_plan::input_error_key(deepspeed), "parallel.overlap_p2p_comm");
+}
+
 TEST(parallelPipeline, ZeroBubbleH1BubbleIsPMinusOneTimesTfPlusTbMinusTw) {
   // Qi et al. (ICLR 2024) section 2.1: ZB-H1 leaves (p - 1)(tf + tb - tw) of bubble against
   // 1F1B's (p - 1)(tf + tb + tw). With tf = tb = tw each stage is busy 3 m tf in a step of
