@@ -64,9 +64,9 @@ std::int64_t megatron_bucket_elements(const Scenario& s) {
   return std::max<std::int64_t>(40'000'000, 1'000'000LL * s.parallel.dp_cp());
 }
 
-std::int64_t chunk_bucket_limit(const GradientPolicy& g, int chunk) {
+std::int64_t chunk_bucket_limit(const GradientPolicy& g, int chunk, std::int64_t limit) {
   return g.one_bucket_after_first_chunk && chunk > 0 ? std::numeric_limits<std::int64_t>::max()
-                                                     : g.bucket_limit;
+                                                     : limit;
 }
 
 bool gathers_partitions_after_step(const Scenario& s) {

@@ -169,9 +169,9 @@ Stream hook_stream(const Scenario& s, ReduceWhen when);
 void sharded_reduction(const Scenario& s, GradientPolicy& g);
 // Megatron-core's bucket size: max(40M, 1M x dp) elements (distributed_data_parallel.py).
 std::int64_t megatron_bucket_elements(const Scenario& s);
-// A chunk's bucket limit after its first bucket: the policy's, or no limit where the framework
-// keeps that chunk in one bucket.
-std::int64_t chunk_bucket_limit(const GradientPolicy& g, int chunk);
+// A model chunk's bucket limit: `limit`, or none where the framework keeps that chunk in one
+// bucket.
+std::int64_t chunk_bucket_limit(const GradientPolicy& g, int chunk, std::int64_t limit);
 // Stages 1/2 all-gather the updated partitions after the step.
 bool gathers_partitions_after_step(const Scenario& s);
 // With hybrid sharding, how replicas combine (None without replica groups).

@@ -27,8 +27,8 @@ void GradientReducer::setup_buckets(bool accumulating) {
 }
 
 std::int64_t GradientReducer::bucket_limit() const {
-  if (chunk_ > 0) return chunk_bucket_limit(g_, chunk_);
-  return bucket_count_ == 0 ? g_.first_bucket_limit : g_.bucket_limit;
+  return chunk_bucket_limit(g_, chunk_,
+                            bucket_count_ == 0 ? g_.first_bucket_limit : g_.bucket_limit);
 }
 
 void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_by) {
@@ -50,7 +50,7 @@ void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_
 }
 
 void GradientReducer::expert_gradients_ready(std::int64_t params, std::int32_t produced_by) {
-  const std::int64_t limit = chunk_bucket_limit(g_, chunk_);
+  const std::int64_t limit = chunk_bucket_limit(g_, chunk_, g_.bucket_limit);
   if (g_.rule == BucketRule::CloseAtCap) {
     expert_bucket_elements_ += params;
     if (expert_bucket_elements_ >= limit) flush_experts(produced_by);

@@ -59,7 +59,7 @@ std::int64_t ParamGather::elements_of(const Unit& u, Part part) const {
 
 std::vector<ParamGather::Bucket> ParamGather::buckets(const std::vector<Unit>& units,
                                                       Part part, int chunk) const {
-  const std::int64_t limit = chunk_bucket_limit(policy_.grads, chunk);
+  const std::int64_t limit = chunk_bucket_limit(policy_.grads, chunk, policy_.grads.bucket_limit);
   // A bucket closes once it reaches the limit.
   std::vector<Bucket> out;
   std::int64_t filled = 0, bytes = 0;

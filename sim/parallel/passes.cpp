@@ -158,7 +158,7 @@ void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, s
 StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
   ForwardPass f{mb, chunk, pass_suffix(mb, chunk)};
   if (const auto from = pipe_links(chunk).recv_activations) {
-    // Megatron recv_forward: posted when the stage reaches this pass, waited on before compute.
+    // Megatron recv_forward: posted after recv_after_ (build()), waited on before compute.
     e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
                                recv_stream(*from), "recv activations" + f.suffix, {recv_after_}));
   }
