@@ -38,8 +38,9 @@ enum class OffloadDevice { None, Cpu, Nvme };
 enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe, DualPipeV };
 // How context parallelism exchanges keys and values (Megatron-core's --cp-comm-type): p2p, ring
 // attention (each chunk passed around the CP ring while the previous one is attended to);
-// all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses) and
-// a2a+p2p are not simulated yet.
+// all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses: heads
+// traded for the whole sequence by all-to-alls around attention); a2a+p2p (hierarchical) is
+// refused as not simulated.
 enum class CpCommType { P2p, AllGather, A2a, A2aP2p };
 // How an MoE layer's tokens reach their experts' ranks (Megatron-core's
 // moe_token_dispatcher_type): alltoall, every (token, expert) pair over an NCCL all-to-all of the
