@@ -200,7 +200,8 @@ double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) con
   }
   double t = (k.part == BackwardPart::Whole ? k.passes : 1) * gemms;
   if (k.attention_flops) t += attention_seconds(*k.attention_flops, backward);
-  t += k.passes * bytes_seconds(*k.elementwise_bytes) + bytes_seconds(k.fp8_cast_bytes);
+  t += k.passes * bytes_seconds(*k.elementwise_bytes) + bytes_seconds(k.fp8_cast_bytes) +
+       bytes_seconds(k.once_bytes);
   const double launches = k.passes * c_.kernels_per_block;
   const double wgrads = std::min(launches, static_cast<double>(k.gemms.size()));
   switch (k.part) {

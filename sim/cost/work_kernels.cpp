@@ -133,6 +133,26 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
       break;
     default: break;  // optimizer steps, copies, quantization, host work: priced elsewhere
   }
+  // torchtitan's TP plan (models/llama3/infra/parallelize.py at 6b11290c1) shards the
+  // activations between blocks on the sequence, dim 1 of [batch, seq, hidden]: DTensor all-gathers
+  // a block's input and reduce-scatters its output on dim 1 with the functional collectives
+  // (torch/distributed/_functional_collectives.py), which NCCL runs on dim 0. The gathered result
+  // is re-concatenated on dim 1, a copy unless the dims before it are all 1 (torch/_utils.py
+  // _maybe_view_chunk_cat: a view at micro-batch 1); the reduce-scatter's input is chunked on
+  // dim 1 and concatenated on dim 0 first (torch.cat, a copy). Each copy reads and writes the
+  // whole [b, s, h] tensor, 16-bit but for the gathered input under FP8 training, which torchao
+  // casts before the gather (float8_tensor_parallel.py Float8ColwiseParallel at 36027d8); the
+  // backward mirrors them (each collective's gradient is the other). ASSUMPTION: torch.compile
+  // keeps them (Inductor lowers the cat to a copy kernel).
+  const bool dense_block = kind == WorkKind::AttentionForward ||
+                           kind == WorkKind::AttentionBackward || kind == WorkKind::MlpForward ||
+                           kind == WorkKind::MlpBackward;
+  if (dense_block && s.parallel.framework == Framework::Fsdp && s.parallel.tp > 1 &&
+      s.parallel.sequence_parallel) {
+    const double gathered = s.training.precision == Precision::Fp8 ? 1 : 2;
+    const double per_token = 2 * 2 + (s.training.micro_batch_size > 1 ? 2 * gathered : 0);
+    k.once_bytes = per_token * sb * static_cast<double>(m.hidden_size);
+  }
   if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) run_in_fp8(k, s, backward);
   k.part = part;
   if (part == BackwardPart::Weight) {

@@ -31,7 +31,8 @@ struct WorkKernels {
   // counts its own, not twice the forward's.
   double fp8_cast_bytes = 0;
   // HBM bytes moved once whatever the pass: the head's fp32 cross-entropy over the
-  // vocab-parallel logits and the final norm, or the embedding's row gather.
+  // vocab-parallel logits and the final norm, the embedding's row gather, or a layer block's
+  // copies around torchtitan's sequence-sharded TP collectives.
   double once_bytes = 0;
 };
 

@@ -496,5 +496,31 @@ TEST(workKernels, TorchCompileFusesTorchtitansElementwiseOps) {
   }
 }
 
+// torchtitan's sequence-sharded TP (dim 1 of [b, s, h]): each dense block reduce-scatters its
+// output from a dim-0 copy of it (torch.cat: read + write 2 B per element) and, at micro-batch > 1,
+// re-concatenates its gathered input on dim 1 (read + write 2 B, 1 B when torchao gathers FP8);
+// at micro-batch 1 that is a view. Megatron gathers and scatters on the sequence-first layout:
+// no copy; nor without TP, nor in a zero-bubble W pass.
+TEST(workKernels, TorchtitansSequenceShardedCollectivesCopyTheirTensors) {
+  auto copies = [](const std::string& framework, int micro_batch, int tp, const char* precision,
+                   WorkKind kind = WorkKind::MlpForward,
+                   BackwardPart part = BackwardPart::Whole) {
+    json doc = testing_plan::llama8b_one_node(framework, framework == "fsdp" ? 3 : 1, micro_batch);
+    doc["parallel"]["tp"] = tp;
+    doc["parallel"]["sequence_parallel"] = tp > 1;
+    doc["training"]["precision"] = precision;
+    const Scenario s = resolve_scenario(doc);
+    return work_kernels(kind, s, layer_of(s), part).once_bytes;
+  };
+  const double sbh = 8192.0 * 4096;  // llama3-8b: seq 8192, hidden 4096, per sequence
+  EXPECT_DOUBLE_EQ(copies("fsdp", 2, 2, "bf16"), 2 * sbh * (4 + 4));
+  EXPECT_DOUBLE_EQ(copies("fsdp", 1, 2, "bf16"), sbh * 4);
+  EXPECT_DOUBLE_EQ(copies("fsdp", 2, 2, "fp8"), 2 * sbh * (4 + 2));
+  EXPECT_DOUBLE_EQ(copies("fsdp", 2, 2, "bf16", WorkKind::AttentionBackward), 2 * sbh * (4 + 4));
+  EXPECT_EQ(copies("fsdp", 2, 2, "bf16", WorkKind::MlpBackward, BackwardPart::Weight), 0);
+  EXPECT_EQ(copies("fsdp", 2, 1, "bf16"), 0);
+  EXPECT_EQ(copies("megatron", 2, 2, "bf16"), 0);
+}
+
 }  // namespace
 }  // namespace zerosim
