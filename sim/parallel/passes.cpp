@@ -5,7 +5,8 @@
 
 namespace zerosim::plan_detail {
 
-void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, Bytes bytes) {
+void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, Bytes bytes,
+                                  Bytes gather_bytes) {
   // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
   // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
   // after the block and an all-gather before the next, each moving half an all-reduce. With
@@ -17,7 +18,7 @@ void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, B
   if (s_.parallel.sequence_parallel) {
     std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, bytes,
                                     Stream::TpComm, "tp reduce_scatter " + what, {after});
-    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, bytes,
+    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, gather_bytes,
                          Stream::TpComm, "tp all_gather " + what, {rs});
   } else {
     last = e_.collective(Peer::Tp, CollectiveKind::AllReduce, bytes,
@@ -246,7 +247,7 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
   }
   if (unit.forward != WorkKind::HeadForward) {
     tp_collectives(tp_after(unit, block_start, f.prev), unit_op_name(unit, "fwd"),
-                   tp_bytes_of(unit));
+                   tp_bytes_of(unit), tp_gather_bytes_of(unit, false));
   }
   if (stage3 && zero3_.release_after(f.chunk, u)) {
     e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
@@ -392,13 +393,13 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   // same forward. They run before the backward's own.
   if (full && is_layer_backward(unit.backward) && !s_.replays_layers_before_backward()) {
     tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
-                   tp_bytes_of(unit));
+                   tp_bytes_of(unit), tp_gather_bytes_of(unit, false));
   }
   // The input gradient of every column-parallel block (and of the vocab-parallel head) is
   // all-reduced; the embedding's is not needed.
   if (unit.backward != WorkKind::EmbedBackward) {
     tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "bwd"),
-                   tp_bytes_of(unit));
+                   tp_bytes_of(unit), tp_gather_bytes_of(unit, true));
   }
   if (head) {
     e_.free_op(MemCategory::Activations, logits_saved_, "logits");
@@ -439,7 +440,7 @@ void StageBuilder::replay_layer(BackwardPass& b, std::size_t last, std::vector<s
     b.prev = e_.compute(unit.forward, Phase::Backward, unit_op_name(unit, "recompute") + b.suffix,
                         std::exchange(deps, {}));
     tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
-                   tp_bytes_of(unit));
+                   tp_bytes_of(unit), tp_gather_bytes_of(unit, false));
     if (zero3_.release_after(b.chunk, use)) {
       e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
     }

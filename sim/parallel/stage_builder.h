@@ -98,7 +98,8 @@ class StageBuilder {
   // flush.
   bool hooks_run(bool last_of_chunk) const;
   void end_gradient_pass(std::int32_t last, bool hooks, bool last_of_step);
-  void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes);
+  void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes,
+                      Bytes gather_bytes);
   std::int32_t expert_all_to_alls(std::int32_t after, std::initializer_list<Exchange> exchanges,
                                   const std::string& what);
   // Exchanges that run as one on `stream`, after `after`: the all-to-all dispatcher's
@@ -192,6 +193,7 @@ class StageBuilder {
   Bytes ep_all_to_all_bytes_ = 0;
   double ep_rail_per_byte_ = 0, ep_node_per_byte_ = 0;
   Bytes moe_tp_activation_bytes_ = 0;  // an MoE block's TP collective
+  Bytes tp_fp8_gather_bytes_ = 0;       // a dense block's TP all-gather in FP8
   Bytes mtp_activations_ = 0;  // what an MTP module's own ops save for backward (not its layer's)
   // The TP collective's buffer after a block of unit `u`.
   Bytes tp_bytes_of(const Unit& u) const {
@@ -201,6 +203,20 @@ class StageBuilder {
     // backward mirrors them).
     if (u.forward == WorkKind::MtpForward) return 2 * tp_activation_bytes_;
     return u.forward == WorkKind::MoeForward ? moe_tp_activation_bytes_ : tp_activation_bytes_;
+  }
+  // The TP all-gather after a block of unit `u`: the next block's input, or in backward the
+  // gradient of the previous block's output. FP8 runs gather a dense block's linear input in FP8
+  // (Transformer Engine quantizes it before the gather, module/linear.py at d0067d0; torchao's
+  // Float8ColwiseParallel at 36027d8 too) and Transformer Engine a row-parallel linear's output
+  // gradient (module/base.py grad_output_preprocess); the reductions stay 16-bit. ASSUMPTION:
+  // the gather after a dense block stands for its neighbour's, so a stage's gather into the
+  // head, and after its first block's backward, count as FP8 too.
+  Bytes tp_gather_bytes_of(const Unit& u, bool backward) const {
+    const bool dense = u.forward == WorkKind::AttentionForward || u.forward == WorkKind::MlpForward;
+    const Framework f = s_.parallel.framework;
+    const bool fp8 = s_.training.precision == Precision::Fp8 &&
+                     (f == Framework::Megatron || (f == Framework::Fsdp && !backward));
+    return dense && fp8 ? tp_fp8_gather_bytes_ : tp_bytes_of(u);
   }
   // The op a block's TP collectives follow: the block's compute op, or with --tp-comm-overlap
   // the op before it for the attention and MLP blocks, whose Transformer Engine linears pipeline

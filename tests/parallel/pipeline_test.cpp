@@ -357,6 +357,38 @@ TEST(parallelTensor, TwoAllReducesPerLayerForward) {
   }
 }
 
+// FP8 under sequence parallelism: Transformer Engine quantizes a column-parallel linear's input
+// before the all-gather and, in backward, a row-parallel linear's output gradient; torchao gathers
+// FP8 inputs in forward only. The reduce-scatters stay 16-bit. A dense layer's two blocks each
+// gather s b h elements once per pass: 1 byte each in FP8 (tensorwise: one scale per tensor).
+TEST(parallelTensor, Fp8GathersTheLinearInputsInOneByte) {
+  auto buffers = [](const std::string& framework, const char* precision, const char* pass) {
+    json doc = testing_plan::llama8b_one_node(framework, framework == "fsdp" ? 3 : 1, 2);
+    doc["parallel"]["tp"] = 4;
+    doc["parallel"]["sequence_parallel"] = true;
+    doc["training"]["precision"] = precision;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    std::map<std::string, double> bytes;  // per collective kind, layer 0's blocks
+    for (OpId id = 0; id < tp.plan.ops.size() && tp.plan.ops[id].rank == 0; ++id) {
+      const Op& op = tp.plan.ops[id];
+      const std::string& name = tp.plan.names[op.name];
+      if (op.kind != OpKind::Collective || name.find("tp ") != 0) continue;
+      if (name.find(pass) == std::string::npos || name.find(" L0") == std::string::npos) continue;
+      bytes[name.substr(0, name.find(' ', 3))] += tp.plan.collectives[op.work].bytes;
+    }
+    return bytes;
+  };
+  const double sbh = 2.0 * 8192 * 4096;  // llama3-8b: b = 2, s = 8192, h = 4096
+  for (const char* pass : {"fwd", "bwd"}) {
+    auto bf16 = buffers("megatron", "bf16", pass), fp8 = buffers("megatron", "fp8", pass);
+    EXPECT_DOUBLE_EQ(bf16["tp all_gather"], 2 * 2 * sbh) << pass;
+    EXPECT_DOUBLE_EQ(fp8["tp all_gather"], 2 * 1 * sbh) << pass;
+    EXPECT_DOUBLE_EQ(fp8["tp reduce_scatter"], bf16["tp reduce_scatter"]) << pass;
+  }
+  EXPECT_DOUBLE_EQ(buffers("fsdp", "fp8", "fwd")["tp all_gather"], 2 * 1 * sbh);
+  EXPECT_DOUBLE_EQ(buffers("fsdp", "fp8", "bwd")["tp all_gather"], 2 * 2 * sbh);
+}
+
 TEST(parallelTensor, SequenceParallelMovesTheSameBytes) {
   // A reduce-scatter plus an all-gather each send (t - 1)/t of the activation: together what
   // one all-reduce sends.
