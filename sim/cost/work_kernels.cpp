@@ -47,13 +47,7 @@ Fp8CastBytes fp8_cast_bytes(const Scenario& s) {
   if (s.parallel.framework == Framework::Fsdp) {
     return {5, s.training.fp8_param_gather ? 0.0 : 5.0, 10, 5};
   }
-  double per_usage = 1;
-  switch (s.training.fp8_recipe) {
-    case Fp8Recipe::Mxfp8: per_usage += 1.0 / 32; break;
-    case Fp8Recipe::Blockwise: per_usage += 4.0 / 128; break;
-    case Fp8Recipe::Delayed:
-    case Fp8Recipe::Tensorwise: break;
-  }
+  const double per_usage = fp8_bytes_per_element(s.training.fp8_recipe);
   const double amax = s.training.fp8_recipe == Fp8Recipe::Tensorwise ? 2 : 0;
   const double cast = amax + 2 + 2 * per_usage;
   return {cast, 0, cast, 0};
@@ -144,10 +138,7 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
   // casts before the gather (float8_tensor_parallel.py Float8ColwiseParallel at 36027d8); the
   // backward mirrors them (each collective's gradient is the other). ASSUMPTION: torch.compile
   // keeps them (Inductor lowers the cat to a copy kernel).
-  const bool dense_block = kind == WorkKind::AttentionForward ||
-                           kind == WorkKind::AttentionBackward || kind == WorkKind::MlpForward ||
-                           kind == WorkKind::MlpBackward;
-  if (dense_block && s.parallel.framework == Framework::Fsdp && s.parallel.tp > 1 &&
+  if (is_dense_layer_block(kind) && s.parallel.framework == Framework::Fsdp && s.parallel.tp > 1 &&
       s.parallel.sequence_parallel) {
     const double gathered = s.training.precision == Precision::Fp8 ? 1 : 2;
     const double per_token = 2 * 2 + (s.training.micro_batch_size > 1 ? 2 * gathered : 0);

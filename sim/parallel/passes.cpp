@@ -5,20 +5,21 @@
 
 namespace zerosim::plan_detail {
 
-void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, Bytes bytes,
-                                  Bytes gather_bytes) {
+void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, const Unit& u,
+                                  bool backward) {
   // Megatron's tensor-parallel collectives after a block (forward: the row-parallel output;
   // backward: the column-parallel input gradient); with sequence parallelism a reduce-scatter
   // after the block and an all-gather before the next, each moving half an all-reduce. With
   // --tp-comm-overlap the caller passes the op before the block (tp_after), so they run beside
   // it; the next block waits for them either way.
   // (An MoE block whose EP groups span TP has none: bytes 0.)
+  const Bytes bytes = tp_bytes_of(u);
   if (s_.parallel.tp == 1 || bytes == 0) return;
   std::int32_t last;
   if (s_.parallel.sequence_parallel) {
     std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, bytes,
                                     Stream::TpComm, "tp reduce_scatter " + what, {after});
-    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, gather_bytes,
+    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, backward),
                          Stream::TpComm, "tp all_gather " + what, {rs});
   } else {
     last = e_.collective(Peer::Tp, CollectiveKind::AllReduce, bytes,
@@ -246,8 +247,8 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
     }
   }
   if (unit.forward != WorkKind::HeadForward) {
-    tp_collectives(tp_after(unit, block_start, f.prev), unit_op_name(unit, "fwd"),
-                   tp_bytes_of(unit), tp_gather_bytes_of(unit, false));
+    tp_collectives(tp_after(unit, block_start, f.prev), unit_op_name(unit, "fwd"), unit,
+                   false);
   }
   if (stage3 && zero3_.release_after(f.chunk, u)) {
     e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
@@ -392,14 +393,14 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   // and all-gathered) as in the forward. torchtitan's and DeepSpeed's checkpointing rerun the
   // same forward. They run before the backward's own.
   if (full && is_layer_backward(unit.backward) && !s_.replays_layers_before_backward()) {
-    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
-                   tp_bytes_of(unit), tp_gather_bytes_of(unit, false));
+    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"), unit,
+                   false);
   }
   // The input gradient of every column-parallel block (and of the vocab-parallel head) is
   // all-reduced; the embedding's is not needed.
   if (unit.backward != WorkKind::EmbedBackward) {
-    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "bwd"),
-                   tp_bytes_of(unit), tp_gather_bytes_of(unit, true));
+    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "bwd"), unit,
+                   true);
   }
   if (head) {
     e_.free_op(MemCategory::Activations, logits_saved_, "logits");
@@ -439,8 +440,8 @@ void StageBuilder::replay_layer(BackwardPass& b, std::size_t last, std::vector<s
     const std::int32_t block_start = b.prev;
     b.prev = e_.compute(unit.forward, Phase::Backward, unit_op_name(unit, "recompute") + b.suffix,
                         std::exchange(deps, {}));
-    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"),
-                   tp_bytes_of(unit), tp_gather_bytes_of(unit, false));
+    tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "recompute"), unit,
+                   false);
     if (zero3_.release_after(b.chunk, use)) {
       e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
     }

@@ -129,12 +129,9 @@ Template StageBuilder::build() {
     loss_backward_temporaries_.push_back(static_cast<Bytes>(b * logits));
   }
   tp_activation_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size);
-  // The same tokens gathered in FP8: a byte each, with MXFP8's E8M0 scale per 32 and blockwise's
-  // fp32 scale per 128 (tensorwise and delayed scaling send one scale per tensor).
-  double fp8_element = 1;
-  if (s_.training.fp8_recipe == Fp8Recipe::Mxfp8) fp8_element += 1.0 / 32;
-  if (s_.training.fp8_recipe == Fp8Recipe::Blockwise) fp8_element += 4.0 / 128;
-  tp_fp8_gather_bytes_ = static_cast<Bytes>(fp8_element * sb * m.hidden_size);
+  // The same tokens gathered in FP8, with the recipe's scales.
+  tp_fp8_gather_bytes_ = static_cast<Bytes>(fp8_bytes_per_element(s_.training.fp8_recipe) * sb *
+                                            m.hidden_size);
   // An MTP module's own saved inputs, 16-bit: the next tokens' embedding rows (enorm's input),
   // hnorm's input, eh_proj's [2h] input and the final norm's input, 5 x s b h, each split over
   // TP under sequence parallelism. ASSUMPTION: kept whatever the recompute setting (Megatron

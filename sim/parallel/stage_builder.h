@@ -98,8 +98,8 @@ class StageBuilder {
   // flush.
   bool hooks_run(bool last_of_chunk) const;
   void end_gradient_pass(std::int32_t last, bool hooks, bool last_of_step);
-  void tp_collectives(std::int32_t after, const std::string& what, Bytes bytes,
-                      Bytes gather_bytes);
+  // The TP collectives after a pass of unit `u`'s block (tp_bytes_of, tp_gather_bytes_of).
+  void tp_collectives(std::int32_t after, const std::string& what, const Unit& u, bool backward);
   std::int32_t expert_all_to_alls(std::int32_t after, std::initializer_list<Exchange> exchanges,
                                   const std::string& what);
   // Exchanges that run as one on `stream`, after `after`: the all-to-all dispatcher's
@@ -212,11 +212,10 @@ class StageBuilder {
   // the gather after a dense block stands for its neighbour's, so a stage's gather into the
   // head, and after its first block's backward, count as FP8 too.
   Bytes tp_gather_bytes_of(const Unit& u, bool backward) const {
-    const bool dense = u.forward == WorkKind::AttentionForward || u.forward == WorkKind::MlpForward;
     const Framework f = s_.parallel.framework;
     const bool fp8 = s_.training.precision == Precision::Fp8 &&
                      (f == Framework::Megatron || (f == Framework::Fsdp && !backward));
-    return dense && fp8 ? tp_fp8_gather_bytes_ : tp_bytes_of(u);
+    return is_dense_layer_block(u.forward) && fp8 ? tp_fp8_gather_bytes_ : tp_bytes_of(u);
   }
   // The op a block's TP collectives follow: the block's compute op, or with --tp-comm-overlap
   // the op before it for the attention and MLP blocks, whose Transformer Engine linears pipeline

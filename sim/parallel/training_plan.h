@@ -36,6 +36,12 @@ enum class WorkKind : std::uint8_t {
 enum class BackwardPart : std::uint8_t { Whole, Input, Weight };
 inline constexpr int kNumBackwardParts = 3;
 
+// A pass of a dense layer's attention or MLP block (not an MoE block's).
+inline bool is_dense_layer_block(WorkKind k) {
+  return k == WorkKind::AttentionForward || k == WorkKind::AttentionBackward ||
+         k == WorkKind::MlpForward || k == WorkKind::MlpBackward;
+}
+
 // A backward of an attention, MLP or MoE block: what a zero-bubble schedule splits into B and W.
 inline bool is_layer_backward(WorkKind k) {
   return k == WorkKind::AttentionBackward || k == WorkKind::MlpBackward ||

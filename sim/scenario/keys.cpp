@@ -615,8 +615,9 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                                      "--no-overlap-p2p-communication turns it off): with the "
                                      "interleaved schedule each pipeline receive is posted one "
                                      "pass early, its transfer under the other direction's "
-                                     "compute (default: true with the interleaved schedule, as "
-                                     "Megatron-LM since 2023-10 and Megatron-Bridge set it)",
+                                     "compute (default: true with the interleaved schedule, not "
+                                     "the combined 1F1B, as Megatron-LM since 2023-10 and "
+                                     "Megatron-Bridge set it)",
                                      FIELD(parallel.overlap_p2p_comm)))
                   .in_cases("parallel.overlap_p2p_comm"));
   t.push_back(bool_key("parallel.overlap_moe_expert_parallel_comm", false,

@@ -101,6 +101,14 @@ inline constexpr EnumName<Fp8Recipe> kFp8RecipeNames[] = {{Fp8Recipe::Delayed, "
                                                           {Fp8Recipe::Tensorwise, "tensorwise"},
                                                           {Fp8Recipe::Mxfp8, "mxfp8"},
                                                           {Fp8Recipe::Blockwise, "blockwise"}};
+// Bytes per element of a tensor quantized by recipe `r`: one byte of data, plus MXFP8's E8M0
+// scale per 32 elements or blockwise's fp32 scale per 128 (tensorwise and delayed scaling keep
+// one scale per tensor).
+inline double fp8_bytes_per_element(Fp8Recipe r) {
+  if (r == Fp8Recipe::Mxfp8) return 1.0 + 1.0 / 32;
+  if (r == Fp8Recipe::Blockwise) return 1.0 + 4.0 / 128;
+  return 1.0;
+}
 // The dtype Megatron-core's precision-aware optimizer (Transformer Engine's FusedAdam) keeps an
 // optimizer tensor in: --main-params-dtype takes fp32 or fp16, --exp-avg-dtype and
 // --exp-avg-sq-dtype fp32, fp16, bf16 or fp8.

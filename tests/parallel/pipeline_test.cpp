@@ -133,7 +133,7 @@ TEST(parallelPipeline, OverlappedP2pHidesSteadyStateTransfers) {
   EXPECT_LT(free, overlapped);
   EXPECT_LT(overlapped, blocking);
   EXPECT_EQ(makespan(doc, true, true), free);
-  EXPECT_TRUE(resolve_scenario(doc).parallel.overlap_p2p_comm == false);  // deepspeed
+  EXPECT_FALSE(resolve_scenario(doc).parallel.overlap_p2p_comm);  // deepspeed
   json megatron = doc;
   megatron["parallel"]["framework"] = "megatron";
   EXPECT_TRUE(resolve_scenario(megatron).parallel.overlap_p2p_comm);
