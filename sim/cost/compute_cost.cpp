@@ -198,7 +198,8 @@ double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) con
     if (g.expert && !s_.training.moe_grouped_gemm)
       gemms += static_cast<double>(g.count - 1) * c_.kernel_overhead_s;
   }
-  double t = (k.part == BackwardPart::Whole ? k.passes : 1) * gemms;
+  const bool every_pass = k.part == BackwardPart::Whole || k.part == BackwardPart::BeforeInputLinear;
+  double t = (every_pass ? k.passes : 1) * gemms;
   if (k.attention_flops) t += attention_seconds(*k.attention_flops, backward);
   t += k.passes * bytes_seconds(*k.elementwise_bytes) + bytes_seconds(k.fp8_cast_bytes) +
        bytes_seconds(k.once_bytes);
@@ -208,6 +209,11 @@ double ComputeCost::layer_block_seconds(const WorkKernels& k, bool backward) con
     case BackwardPart::Whole: t += k.passes * (c_.kernel_overhead_s * c_.kernels_per_block); break;
     case BackwardPart::Input: t += (launches - wgrads) * c_.kernel_overhead_s; break;
     case BackwardPart::Weight: t += wgrads * c_.kernel_overhead_s; break;
+    // The input linear's dgrad and wgrad are launched on their own: the three parts add up to
+    // the whole backward.
+    case BackwardPart::BeforeInputLinear: t += std::max(0.0, launches - 2) * c_.kernel_overhead_s; break;
+    case BackwardPart::InputLinearDgrad:
+    case BackwardPart::InputLinearWgrad: t += c_.kernel_overhead_s; break;
   }
   return t;
 }
@@ -261,7 +267,10 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
                            : kind == WorkKind::MoeBackward     ? WorkKind::MoeForward
                                                                : WorkKind::MlpForward;
       double t = layer_block_seconds(k, true);
-      if (part == BackwardPart::Weight) return t;  // B recomputed what W needs
+      // B recomputed what W needs, and the part before the input linear what its GEMMs need.
+      if (part == BackwardPart::Weight || part == BackwardPart::InputLinearDgrad ||
+          part == BackwardPart::InputLinearWgrad)
+        return t;
       if (rc == Recompute::SelectiveOp) {
         return t + layer_block_seconds(op_checkpoint_recompute(kind, s_, layer), false);
       }

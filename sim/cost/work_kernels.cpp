@@ -146,7 +146,14 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
   }
   if (s.training.precision == Precision::Fp8 && k.elementwise_bytes) run_in_fp8(k, s, backward);
   k.part = part;
-  if (part == BackwardPart::Weight) {
+  // The block's backward before its input linear keeps everything but that linear's two GEMMs;
+  // each of those is one GEMM (the casts of the output gradient were made before them).
+  const bool input_linear_gemm =
+      part == BackwardPart::InputLinearDgrad || part == BackwardPart::InputLinearWgrad;
+  if (part == BackwardPart::BeforeInputLinear || input_linear_gemm) {
+    std::erase_if(k.gemms, [&](const Gemm& g) { return g.opens_dense_block() != input_linear_gemm; });
+  }
+  if (part == BackwardPart::Weight || input_linear_gemm) {
     k.attention_flops.reset();
     if (k.elementwise_bytes) k.elementwise_bytes = 0.0;
     k.once_bytes = 0;
@@ -172,13 +179,11 @@ WorkKernels op_checkpoint_recompute(WorkKind backward_kind, const Scenario& s,
 std::vector<Gemm> gemm_launches(const WorkKernels& k) {
   if (k.passes == 1) return k.gemms;
   std::vector<Gemm> out;
+  const bool dgrads = k.part != BackwardPart::Weight && k.part != BackwardPart::InputLinearWgrad;
+  const bool wgrads = k.part != BackwardPart::Input && k.part != BackwardPart::InputLinearDgrad;
   for (const Gemm& g : k.gemms) {
-    if (k.part != BackwardPart::Weight) {
-      out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count, g.expert, g.fp8});
-    }
-    if (k.part != BackwardPart::Input) {
-      out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count, g.expert, g.fp8});
-    }
+    if (dgrads) out.push_back({g.name + ".dgrad", g.m, g.k, g.n, g.count, g.expert, g.fp8});
+    if (wgrads) out.push_back({g.name + ".wgrad", g.k, g.n, g.m, g.count, g.expert, g.fp8});
   }
   return out;
 }

@@ -18,7 +18,9 @@ struct WorkKernels {
   // elementwise kernels twice and its kernel launches twice.
   int passes = 1;
   // A backward split by a zero-bubble schedule: B (Input) keeps the dgrads, the attention core,
-  // the elementwise kernels and the once-per-pass traffic; W (Weight) only the wgrads.
+  // the elementwise kernels and the once-per-pass traffic; W (Weight) only the wgrads. Split at
+  // its input linear: BeforeInputLinear keeps all but that linear's GEMM (`gemms` lacks it), the
+  // two others that GEMM alone, its dgrad or its wgrad.
   BackwardPart part = BackwardPart::Whole;
   // Attention blocks only: the attention core's FLOPs (QK^T and attention x V). Its backward
   // recomputes and differentiates both products: 2.5x the forward (FlashAttention-2's count).
@@ -58,7 +60,7 @@ WorkKernels op_checkpoint_recompute(WorkKind backward_kind, const Scenario& s,
 
 // The GEMMs as launched: the forward shapes, or in backward each one's dgrad
 // (m x k = [m x n] * [n x k]) then wgrad (k x n = [k x m] * [m x n]); a B pass launches only
-// the dgrads, a W pass only the wgrads.
+// the dgrads, a W pass only the wgrads, an input linear's part its own GEMM's.
 std::vector<Gemm> gemm_launches(const WorkKernels& k);
 
 }  // namespace zerosim

@@ -137,7 +137,8 @@ Block attention_block(const ModelSpec& m) {
     b.replicated_tensors += 1;
   } else {
     // Fused QKV [h -> q + 2*kvw] (q = h unless the head width is decoupled, as in Gemma).
-    b.linears.push_back({"qkv", h, m.q_width() + 2 * kv_width(m), TpSplit::Column, m.qkv_bias});
+    b.linears.push_back({"qkv", h, m.q_width() + 2 * kv_width(m), TpSplit::Column, m.qkv_bias, 1,
+                         1, false, GemmRole::QkvProjection});
   }
   b.linears.push_back({"attn_out", m.v_width(), h, TpSplit::Row, m.attention_output_bias});
   // The block's norms, the first half with attention: one norm of a parallel block feeds both

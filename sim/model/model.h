@@ -179,10 +179,11 @@ enum class TpSplit : std::uint8_t { Column, Row, Replicated };
 
 // One linear module of a block, or `copies` identical ones (the routed experts), as the
 // parameter counts, the GEMMs and ZeRO-3's tensors all see it.
-// What a GEMM is to Megatron-core's recompute modules: an MLA up-projection (mla_up_proj
-// replays it), an MLP's first linear, plain or with gate and up fused (moe_act replays the
-// activation from its output), or neither.
-enum class GemmRole : std::uint8_t { Other, MlaUpProjection, MlpInput, GatedMlpInput };
+// What a GEMM is where a rule needs to know: an MLA up-projection (Megatron-core's mla_up_proj
+// replays it), the fused QKV projection, an MLP's first linear, plain or with gate and up fused
+// (moe_act replays the activation from its output); QKV and the MLP's first linear are the
+// column-parallel linears that open their blocks (Gemm::opens_dense_block).
+enum class GemmRole : std::uint8_t { Other, MlaUpProjection, QkvProjection, MlpInput, GatedMlpInput };
 
 struct Linear {
   std::string name;  // the GEMM's name
@@ -243,6 +244,11 @@ struct Gemm {
   GemmRole role = GemmRole::Other;
 
   double flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
+  // The column-parallel linear that opens a dense attention (QKV) or MLP block.
+  bool opens_dense_block() const {
+    return !expert && (role == GemmRole::QkvProjection || role == GemmRole::MlpInput ||
+                       role == GemmRole::GatedMlpInput);
+  }
 };
 
 // How a framework's layer code runs its elementwise work (layer_forward_work counts the HBM bytes

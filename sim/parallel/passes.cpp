@@ -17,6 +17,11 @@ void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, c
   if (s_.parallel.tp == 1 || bytes == 0) return;
   std::int32_t last;
   if (s_.parallel.sequence_parallel) {
+    // In backward the block's input linear gathers its saved input shard first, for its wgrad.
+    if (backward && regathers_input(u)) {
+      after = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, false),
+                            Stream::TpComm, "tp all_gather input " + what, {after});
+    }
     std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, bytes,
                                     Stream::TpComm, "tp reduce_scatter " + what, {after});
     last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, backward),
@@ -369,9 +374,13 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
         expert_exchange(b.prev, Exchange::CombineBackward, unit_op_name(unit, "bwd") + suffix));
   }
   const bool split = input_only && is_layer_backward(unit.backward);
+  const bool at_input_linear =
+      b.part == BackwardPart::Whole && splits_at_input_linear(s_, unit.backward);
   const std::int32_t block_start = b.prev;
   b.prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps,
-                      split ? BackwardPart::Input : BackwardPart::Whole);
+                      split             ? BackwardPart::Input
+                      : at_input_linear ? BackwardPart::BeforeInputLinear
+                                        : BackwardPart::Whole);
   if (split && weight_grad_bytes(unit) > 0) {
     e_.alloc(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
   }
@@ -398,7 +407,9 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   }
   // The input gradient of every column-parallel block (and of the vocab-parallel head) is
   // all-reduced; the embedding's is not needed.
-  if (unit.backward != WorkKind::EmbedBackward) {
+  if (at_input_linear) {
+    input_linear_backward(b, unit);
+  } else if (unit.backward != WorkKind::EmbedBackward) {
     tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "bwd"), unit,
                    true);
   }
@@ -424,6 +435,43 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   if (zs >= 2 && !input_only) {
     e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
   }
+}
+
+// Megatron-core's linear backward (LinearWithGradAccumulationAndAsyncCommunication.backward at
+// d98e8a6; Transformer Engine's _Linear and _LayerNormLinear backward at d0067d0; nanotron's
+// _ColumnLinearAsyncCommunication): under sequence parallelism the saved input shard is
+// all-gathered asynchronously and the dgrad GEMM launched behind it; the input gradient's
+// all-reduce (sequence parallelism: reduce-scatter) is launched asynchronously before the wgrad
+// GEMM and waited for after it. CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron requires, keeps
+// each collective ahead of the GEMM it hides behind. The host waits for the reduction before the
+// layer's next op, as it did before the split.
+void StageBuilder::input_linear_backward(BackwardPass& b, const Unit& u) {
+  const std::string what = unit_op_name(u, "bwd");
+  std::int32_t input = -1;
+  if (regathers_input(u)) {
+    input = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, false),
+                          Stream::TpComm, "tp all_gather input " + what, {b.prev});
+  }
+  // The dgrad also takes the host's pending waits: the recomputed forward's TP collectives and a
+  // context-parallel exchange end before the linear's backward begins.
+  const std::int32_t dgrad = e_.compute(u.backward, Phase::Backward, what + " input dgrad" + b.suffix,
+                                        {}, BackwardPart::InputLinearDgrad);
+  const bool sp = s_.parallel.sequence_parallel;
+  const std::int32_t reduce =
+      e_.collective(Peer::Tp, sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+                    tp_bytes_of(u), Stream::TpComm,
+                    std::string(sp ? "tp reduce_scatter " : "tp all_reduce ") + what,
+                    {dgrad});
+  std::vector<std::int32_t> gathered;
+  if (input >= 0) gathered.push_back(input);
+  b.prev = e_.compute(u.backward, Phase::Backward, what + " input wgrad" + b.suffix, gathered,
+                      BackwardPart::InputLinearWgrad);
+  std::int32_t last = reduce;
+  if (sp) {
+    last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, true),
+                         Stream::TpComm, "tp all_gather " + what, {reduce, b.prev});
+  }
+  e_.host_wait(last);
 }
 
 // Full recomputation's replay of the layer whose last block is unit `last`, under DeepSpeed's

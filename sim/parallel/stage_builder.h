@@ -100,6 +100,20 @@ class StageBuilder {
   void end_gradient_pass(std::int32_t last, bool hooks, bool last_of_step);
   // The TP collectives after a pass of unit `u`'s block (tp_bytes_of, tp_gather_bytes_of).
   void tp_collectives(std::int32_t after, const std::string& what, const Unit& u, bool backward);
+  // Whether the column-parallel linear that opens unit `u`'s block (or the vocab-parallel head)
+  // gathers its sequence-parallel input again for its weight gradient (Scenario::regathers_tp_input;
+  // MLA's and the MoE block's first linears are not simulated doing so).
+  bool regathers_input(const Unit& u) const {
+    const bool opens_with_tp_linear =
+        u.backward == WorkKind::MlpBackward || u.backward == WorkKind::HeadBackward ||
+        (u.backward == WorkKind::AttentionBackward && !s_.model.is_mla());
+    return s_.regathers_tp_input() && opens_with_tp_linear;
+  }
+  // The end of a block's backward split at its input linear (splits_at_input_linear), after the
+  // part before it (b.prev): the linear's dgrad GEMM beside the gather of its input, its wgrad
+  // GEMM beside the input gradient's reduction, then the gather of the next block's output
+  // gradient under sequence parallelism.
+  void input_linear_backward(BackwardPass& b, const Unit& u);
   std::int32_t expert_all_to_alls(std::int32_t after, std::initializer_list<Exchange> exchanges,
                                   const std::string& what);
   // Exchanges that run as one on `stream`, after `after`: the all-to-all dispatcher's

@@ -82,14 +82,27 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold) {
     if (moe_kind && !s.model.is_moe()) continue;  // a dense model's plan has no MoE work
     const bool mtp_kind = k == WorkKind::MtpForward || k == WorkKind::MtpBackward;
     if (mtp_kind && s.model.mtp_num_layers == 0) continue;
-    for (BackwardPart part : {BackwardPart::Whole, BackwardPart::Input, BackwardPart::Weight}) {
-      if (part != BackwardPart::Whole && !(split && is_layer_backward(k))) continue;
+    for (BackwardPart part : {BackwardPart::Whole, BackwardPart::Input, BackwardPart::Weight,
+                              BackwardPart::BeforeInputLinear, BackwardPart::InputLinearDgrad,
+                              BackwardPart::InputLinearWgrad}) {
+      const bool zero_bubble_part = part == BackwardPart::Input || part == BackwardPart::Weight;
+      if (zero_bubble_part && !(split && is_layer_backward(k))) continue;
+      if (part > BackwardPart::Weight && !splits_at_input_linear(s, k)) continue;
       work_of[work_index(k, part)] = static_cast<std::int32_t>(out.works.size());
       Work w{k, 0};
       w.part = part;
       // The host dispatches the block's ops in B; W only launches its wgrad GEMMs (ASSUMPTION:
-      // counted as none, a few launches against the block's tens of ops).
-      w.host_ops = part == BackwardPart::Weight ? 0 : block_host_ops(s, host, k);
+      // counted as none, a few launches against the block's tens of ops). Split at the input
+      // linear, its dgrad and wgrad GEMMs are one dispatched op each of the block's, the last
+      // ones the host dispatches.
+      const std::int64_t ops = block_host_ops(s, host, k);
+      switch (part) {
+        case BackwardPart::Weight: w.host_ops = 0; break;
+        case BackwardPart::BeforeInputLinear: w.host_ops = std::max<std::int64_t>(0, ops - 2); break;
+        case BackwardPart::InputLinearDgrad:
+        case BackwardPart::InputLinearWgrad: w.host_ops = ops >= 2 ? 1 : 0; break;
+        default: w.host_ops = ops; break;
+      }
       out.works.push_back(w);
     }
   }

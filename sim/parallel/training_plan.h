@@ -32,9 +32,16 @@ enum class WorkKind : std::uint8_t {
 // Which share of a layer block's backward a Work stands for: all of it, or, in a schedule that
 // splits it (zero-bubble, Qi et al. ICLR 2024 section 2), the pass B that computes the input
 // gradient (the dgrad GEMMs, the attention core's and the elementwise kernels' backward, the
-// recomputation) or the pass W that computes the weight gradient (the wgrad GEMMs).
-enum class BackwardPart : std::uint8_t { Whole, Input, Weight };
-inline constexpr int kNumBackwardParts = 3;
+// recomputation) or the pass W that computes the weight gradient (the wgrad GEMMs). Where the
+// column-parallel linear that opens a dense attention or MLP block reduces its input gradient
+// asynchronously (Scenario::async_tp_input_gradient), the block's backward is three Works in a
+// row: all but that linear (BeforeInputLinear), its dgrad GEMM (InputLinearDgrad), beside which
+// it gathers its sequence-parallel input again, and its wgrad GEMM (InputLinearWgrad), beside
+// which the input gradient is reduced.
+enum class BackwardPart : std::uint8_t {
+  Whole, Input, Weight, BeforeInputLinear, InputLinearDgrad, InputLinearWgrad
+};
+inline constexpr int kNumBackwardParts = 6;
 
 // A pass of a dense layer's attention or MLP block (not an MoE block's).
 inline bool is_dense_layer_block(WorkKind k) {
@@ -46,6 +53,14 @@ inline bool is_dense_layer_block(WorkKind k) {
 inline bool is_layer_backward(WorkKind k) {
   return k == WorkKind::AttentionBackward || k == WorkKind::MlpBackward ||
          k == WorkKind::MoeBackward;
+}
+
+// Whether the backward of a block of kind `k` is split at its input linear (BackwardPart): the
+// dense attention (not MLA's, whose up-projections follow replicated down-projections) and MLP
+// blocks, where the scenario reduces their input gradient asynchronously.
+inline bool splits_at_input_linear(const Scenario& s, WorkKind k) {
+  return s.async_tp_input_gradient() &&
+         (k == WorkKind::MlpBackward || (k == WorkKind::AttentionBackward && !s.model.is_mla()));
 }
 
 struct Work {

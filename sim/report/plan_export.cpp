@@ -37,6 +37,18 @@ const char* work_name(WorkKind k) {
   return "?";
 }
 
+const char* backward_part_name(BackwardPart p) {
+  switch (p) {
+    case BackwardPart::Whole: return "whole";
+    case BackwardPart::Input: return "input_grad";
+    case BackwardPart::Weight: return "weight_grad";
+    case BackwardPart::BeforeInputLinear: return "before_input_linear";
+    case BackwardPart::InputLinearDgrad: return "input_linear_dgrad";
+    case BackwardPart::InputLinearWgrad: return "input_linear_wgrad";
+  }
+  return "?";
+}
+
 const char* op_kind_name(OpKind k) {
   switch (k) {
     case OpKind::Compute: return "compute";
@@ -104,10 +116,9 @@ json export_plan(const Scenario& s, const Simulation& sim, int rank) {
           o["work"] = work_name(w.kind);
           const WorkKernels k =
               work_kernels(w.kind, s, is_moe_kind(w.kind) ? moe_layer : layer, w.part);
-          // A zero-bubble schedule's B (input gradient) or W (weight gradient) pass.
-          if (w.part != BackwardPart::Whole) {
-            o["part"] = w.part == BackwardPart::Input ? "input_grad" : "weight_grad";
-          }
+          // A zero-bubble schedule's B (input gradient) or W (weight gradient) pass, or a
+          // block's backward split at its input linear.
+          if (w.part != BackwardPart::Whole) o["part"] = backward_part_name(w.part);
           o["gemms"] = gemms_json(gemm_launches(k));
           // Backward moves the block's elementwise traffic twice; fp8 adds this pass's casts.
           if (k.elementwise_bytes) {

@@ -610,6 +610,23 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "GEMMs (needs sequence_parallel)",
                        FIELD(parallel.tp_comm_overlap))
                   .in_cases("parallel.tp_comm_overlap"));
+  t.push_back(echoed_when(
+                  bool_key("parallel.tp_linear_async_communication", nullptr,
+                           "the column-parallel linear that opens an attention or MLP block "
+                           "all-reduces (with sequence_parallel reduce-scatters) its input "
+                           "gradient beside its weight-gradient GEMM: Megatron-LM's "
+                           "LinearWithGradAccumulationAndAsyncCommunication and Transformer "
+                           "Engine's linears (--no-async-tensor-model-parallel-allreduce turned "
+                           "the all-reduce off; with sequence parallelism always on), nanotron's "
+                           "tp_linear_async_communication (default: true for megatron, false for "
+                           "nanotron as nanotron's config; DeepSpeed and FSDP reduce after the "
+                           "linear's backward)",
+                           FIELD(parallel.tp_linear_async_communication)),
+                  [](const Scenario& s) {
+                    return s.parallel.framework == Framework::Megatron ||
+                           s.parallel.framework == Framework::Nanotron;
+                  })
+                  .in_cases("parallel.tp_linear_async_communication"));
   t.push_back(megatron_only(bool_key("parallel.overlap_p2p_comm", nullptr,
                                      "Megatron-core's overlap_p2p_comm (Megatron-LM "
                                      "--no-overlap-p2p-communication turns it off): with the "

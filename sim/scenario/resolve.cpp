@@ -650,6 +650,27 @@ void megatron_rules(Scenario& s, const Given& given) {
                           "Megatron-LM turns it off otherwise"});
     p.overlap_p2p_comm = false;
   }
+  // Megatron-LM has reduced the column-parallel input gradient beside the weight-gradient GEMM
+  // since 3f65246911 (2021-09, --no-async-tensor-model-parallel-allreduce to turn it off) and,
+  // under sequence parallelism, always (core/tensor_parallel/layers.py at d98e8a6), as Transformer
+  // Engine's linears do; nanotron's ParallelismArgs leaves tp_linear_async_communication off.
+  const bool tp_linears = p.framework == Framework::Megatron || p.framework == Framework::Nanotron;
+  if (!given("parallel.tp_linear_async_communication")) {
+    p.tp_linear_async_communication = p.framework == Framework::Megatron;
+  } else if (p.tp_linear_async_communication && !tp_linears) {
+    throw InputError("parallel.tp_linear_async_communication",
+                     "Megatron's and nanotron's tensor-parallel linears: needs parallel.framework "
+                     "megatron or nanotron (Megatron-DeepSpeed turns it off under --deepspeed, "
+                     "megatron/arguments.py; FSDP's DTensor linears reduce after their "
+                     "backward); allowed here: false");
+  } else if (!p.tp_linear_async_communication && p.framework == Framework::Megatron &&
+             p.sequence_parallel && p.tp > 1) {
+    s.warnings.push_back({"parallel.tp_linear_async_communication",
+                          "not used: under sequence_parallel Megatron-core and Transformer Engine "
+                          "always reduce-scatter the input gradient beside the weight-gradient "
+                          "GEMM; simulated as true"});
+    p.tp_linear_async_communication = true;
+  }
   if (p.tp_comm_overlap && !(p.framework == Framework::Megatron && p.tp > 1 && p.sequence_parallel)) {
     throw InputError("parallel.tp_comm_overlap",
                      "a Megatron-LM flag (Transformer Engine userbuffers): needs parallel.framework "

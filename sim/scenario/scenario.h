@@ -212,6 +212,11 @@ struct ParallelConfig {
   // Megatron --tp-comm-overlap (Transformer Engine's userbuffers): the attention and MLP blocks'
   // TP all-gathers and reduce-scatters pipelined with their GEMMs, run beside the block.
   bool tp_comm_overlap = false;
+  // The column-parallel linear at the input of an attention or MLP block reduces its input
+  // gradient (all-reduce, or reduce-scatter under sequence parallelism) asynchronously, beside
+  // its weight-gradient GEMM (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
+  // Transformer Engine's Linear and LayerNormLinear, nanotron's _ColumnLinearAsyncCommunication).
+  bool tp_linear_async_communication = false;
   // Megatron-core's overlap_p2p_comm (interleaved schedule): each pass's pipeline receive is
   // posted with the send after the previous pass of its direction, so the transfer runs under the
   // other direction's compute (schedules.py forward_backward_pipelining_with_interleaving).
@@ -377,6 +382,20 @@ struct Scenario {
   // under DeepSpeed's stage 3 (>= 0.6), whose module hooks fetch the parameters again for the
   // replay (the replay's modules are uses in the coordinator's trace). Elsewhere each block's
   // backward op includes its own replay, the same time.
+  // A dense attention or MLP block's backward split at the column-parallel linear that opens
+  // the block: its input gradient's all-reduce (reduce-scatter under sequence parallelism) runs
+  // beside its weight-gradient GEMM (parallel.tp_linear_async_communication), unless Transformer
+  // Engine's userbuffers run all the block's collectives beside it (tp_comm_overlap).
+  bool async_tp_input_gradient() const {
+    return parallel.tp > 1 && parallel.tp_linear_async_communication && !parallel.tp_comm_overlap;
+  }
+  // That linear saved its sequence-parallel input shard and gathers it again over TP for its
+  // weight gradient (Megatron-core's and Transformer Engine's linears, nanotron's with its default
+  // tp_recompute_allgather); torchtitan's saves the gathered input.
+  bool regathers_tp_input() const {
+    return parallel.tp > 1 && parallel.sequence_parallel &&
+           (parallel.framework == Framework::Megatron || parallel.framework == Framework::Nanotron);
+  }
   bool replays_layers_before_backward() const {
     return parallel.recompute == Recompute::Full && zero.stage == 3 &&
            parallel.framework == Framework::DeepSpeed && !zero.per_parameter_stage3();

@@ -246,5 +246,21 @@ TEST(parallelCommBytesTp, MegatronActivationAllReduces) {
   }
 }
 
+// Megatron-core's linears under sequence parallelism save their input's shard and all-gather it
+// again in backward for the weight gradient (LinearWithGradAccumulationAndAsyncCommunication
+// .backward): one more all-gather of s b h per dense block and for the head, 4L + 1 = 5 per
+// micro-batch on the tiny model, each sending (t - 1)/t of 2sbh = 8192 bytes: 491520 + 3 x 5 x
+// 8192 = 614400. Without sequence parallelism nothing is gathered and the bytes stay 491520.
+TEST(parallelCommBytesTp, MegatronGathersTheSequenceParallelInputAgain) {
+  for (bool sp : {false, true}) {
+    json doc = tiny_doc(4, {{"stage", 1}}, 3, 2);
+    doc["parallel"]["framework"] = "megatron";
+    doc["parallel"]["sequence_parallel"] = sp;
+    Simulation sim = simulate_step(resolve_scenario(doc));
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[1], sp ? 614400.0 : 491520.0, 1e-6)
+        << "sequence_parallel " << sp;
+  }
+}
+
 }  // namespace
 }  // namespace zerosim

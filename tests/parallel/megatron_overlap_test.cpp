@@ -109,21 +109,33 @@ TEST(MegatronOverlap, FlagsNeedMegatronAndTheDistributedOptimizer) {
   EXPECT_EQ(input_error_key(ddp), "parallel.overlap_param_gather");
 }
 
-// --tp-comm-overlap: each attention and MLP block's TP reduce-scatter and all-gather (5 + 6 us
-// here) run beside the block instead of after it. On the tiny model with TP 2 and sequence
-// parallelism, every attention or MLP block costing 10 us forward and 20 us backward (the rest
-// nothing), a block takes max(block, 11) instead of block + 11: 4 forward blocks save 21 - 11
-// and 4 backward blocks 31 - 20, 84 us in all. The embedding's and the head's TP collectives
-// (not Transformer Engine userbuffers layers) stay after them.
+// --tp-comm-overlap: each attention and MLP block's TP collectives (reduce-scatter 5 us and
+// all-gather 6 here) run beside the block instead of after it. On the tiny model with TP 2 and
+// sequence parallelism, every attention or MLP block costing 10 us forward and 20 us backward
+// (the rest nothing; a backward split at its input linear 12 + 4 + 4), a forward block takes
+// max(10, 5 + 6) = 11 instead of 10 + 11. A backward block beside its collectives (the input
+// gathered again 6, the reduce-scatter 5, the gather 6) takes max(20, 17) = 20; without
+// userbuffers Megatron's linear hides them partly: 12 before the input linear, the input's
+// gather (12-18) beside the dgrad (12-16), the reduce-scatter (18-23) beside the wgrad (18-22),
+// the gather after both (23-29): 29. 4 forward blocks save 21 - 11 and 4 backward blocks
+// 29 - 20, 76 us in all. The embedding's and the head's TP collectives (not Transformer Engine
+// userbuffers layers) stay after them.
 class BlockCompute : public ComputeModel {
  public:
   explicit BlockCompute(const TrainingPlan& tp) : tp_(tp) {}
   SimTime duration(const Plan& plan, OpId op) override {
-    switch (tp_.works.at(plan.ops[op].work).kind) {
+    const Work& w = tp_.works.at(plan.ops[op].work);
+    switch (w.kind) {
       case WorkKind::AttentionForward:
       case WorkKind::MlpForward: return 10 * kPicosPerMicro;
       case WorkKind::AttentionBackward:
-      case WorkKind::MlpBackward: return 20 * kPicosPerMicro;
+      case WorkKind::MlpBackward:
+        switch (w.part) {
+          case BackwardPart::BeforeInputLinear: return 12 * kPicosPerMicro;
+          case BackwardPart::InputLinearDgrad:
+          case BackwardPart::InputLinearWgrad: return 4 * kPicosPerMicro;
+          default: return 20 * kPicosPerMicro;
+        }
       default: return 0;
     }
   }
@@ -143,7 +155,49 @@ TEST(MegatronOverlap, TpCommOverlapRunsTheBlocksCollectivesBesideThem) {
     FixedComm comm;
     return run_engine(tp.plan, compute, comm).makespan / kPicosPerMicro;
   };
-  EXPECT_EQ(step(false) - step(true), 4 * (21 - 11) + 4 * (31 - 20));
+  EXPECT_EQ(step(false) - step(true), 4 * (21 - 11) + 4 * (29 - 20));
+}
+
+// Megatron's column-parallel linear launches its input gradient's all-reduce (10 us here) before
+// its wgrad GEMM (4 us of the block's 20) and waits for it after: a backward block takes
+// 12 + 4 + max(4, 10) = 26 instead of 20 + 10 without tp_linear_async_communication (TP 2, no
+// sequence parallelism), 4 us less for each of the tiny model's 4 blocks. The head's all-reduce
+// stays after its backward; the forward does not change.
+TEST(MegatronOverlap, AsyncInputGradientReductionRunsBesideTheWgrad) {
+  auto step = [](bool async) {
+    json doc = tiny_doc(2, {{"stage", 1}}, 1, 2);
+    doc["parallel"]["framework"] = "megatron";
+    doc["parallel"]["tp_linear_async_communication"] = async;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    BlockCompute compute(tp);
+    FixedComm comm;
+    return run_engine(tp.plan, compute, comm).makespan / kPicosPerMicro;
+  };
+  EXPECT_EQ(step(false) - step(true), 4 * (30 - 26));
+}
+
+// Megatron by default, nanotron where its config says so; DeepSpeed (Megatron-DeepSpeed under
+// --deepspeed) and FSDP refuse it. Under sequence parallelism Megatron always overlaps the
+// reduce-scatter: false is warned about and not used.
+TEST(MegatronOverlap, AsyncInputGradientIsMegatronsDefaultAndNanotronsOption) {
+  json doc = tiny_doc(2, {{"stage", 1}}, 1, 2);
+  doc["parallel"]["framework"] = "megatron";
+  EXPECT_TRUE(resolve_scenario(doc).parallel.tp_linear_async_communication);
+  doc["parallel"]["framework"] = "nanotron";
+  EXPECT_FALSE(resolve_scenario(doc).parallel.tp_linear_async_communication);
+  doc["parallel"]["tp_linear_async_communication"] = true;
+  EXPECT_TRUE(resolve_scenario(doc).parallel.tp_linear_async_communication);
+  for (const char* framework : {"deepspeed", "fsdp"}) {
+    doc["parallel"]["framework"] = framework;
+    EXPECT_EQ(input_error_key(doc), "parallel.tp_linear_async_communication") << framework;
+  }
+  doc["parallel"]["framework"] = "megatron";
+  doc["parallel"]["sequence_parallel"] = true;
+  doc["parallel"]["tp_linear_async_communication"] = false;
+  const Scenario s = resolve_scenario(doc);
+  EXPECT_TRUE(s.parallel.tp_linear_async_communication);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings.front().key_path, "parallel.tp_linear_async_communication");
 }
 
 TEST(MegatronOverlap, TpCommOverlapNeedsMegatronTpAndSequenceParallelism) {

@@ -361,6 +361,8 @@ TEST(parallelTensor, TwoAllReducesPerLayerForward) {
 // before the all-gather and, in backward, a row-parallel linear's output gradient; torchao gathers
 // FP8 inputs in forward only. The reduce-scatters stay 16-bit. A dense layer's two blocks each
 // gather s b h elements once per pass: 1 byte each in FP8 (tensorwise: one scale per tensor).
+// Megatron's backward also gathers each block's saved input again for its wgrad, in FP8 as in
+// forward; torchtitan saved the gathered input and gathers none.
 TEST(parallelTensor, Fp8GathersTheLinearInputsInOneByte) {
   auto buffers = [](const std::string& framework, const char* precision, const char* pass) {
     json doc = testing_plan::llama8b_one_node(framework, framework == "fsdp" ? 3 : 1, 2);
@@ -374,7 +376,9 @@ TEST(parallelTensor, Fp8GathersTheLinearInputsInOneByte) {
       const std::string& name = tp.plan.names[op.name];
       if (op.kind != OpKind::Collective || name.find("tp ") != 0) continue;
       if (name.find(pass) == std::string::npos || name.find(" L0") == std::string::npos) continue;
-      bytes[name.substr(0, name.find(' ', 3))] += tp.plan.collectives[op.work].bytes;
+      const bool input = name.find(" input ") != std::string::npos;
+      bytes[name.substr(0, name.find(' ', 3)) + (input ? " input" : "")] +=
+          tp.plan.collectives[op.work].bytes;
     }
     return bytes;
   };
@@ -385,8 +389,12 @@ TEST(parallelTensor, Fp8GathersTheLinearInputsInOneByte) {
     EXPECT_DOUBLE_EQ(fp8["tp all_gather"], 2 * 1 * sbh) << pass;
     EXPECT_DOUBLE_EQ(fp8["tp reduce_scatter"], bf16["tp reduce_scatter"]) << pass;
   }
+  auto bf16 = buffers("megatron", "bf16", "bwd"), fp8 = buffers("megatron", "fp8", "bwd");
+  EXPECT_DOUBLE_EQ(bf16["tp all_gather input"], 2 * 2 * sbh);
+  EXPECT_DOUBLE_EQ(fp8["tp all_gather input"], 2 * 1 * sbh);
   EXPECT_DOUBLE_EQ(buffers("fsdp", "fp8", "fwd")["tp all_gather"], 2 * 1 * sbh);
   EXPECT_DOUBLE_EQ(buffers("fsdp", "fp8", "bwd")["tp all_gather"], 2 * 2 * sbh);
+  EXPECT_EQ(buffers("fsdp", "fp8", "bwd").count("tp all_gather input"), 0u);
 }
 
 TEST(parallelTensor, SequenceParallelMovesTheSameBytes) {

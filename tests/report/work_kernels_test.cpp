@@ -413,6 +413,74 @@ TEST(workKernels, ZeroBubbleSplitMovesKernelsWithoutAddingAny) {
   }
 }
 
+TEST(workKernels, InputLinearSplitMovesKernelsWithoutAddingAny) {
+  // Split at the column-parallel linear that opens it (Megatron's asynchronous input-gradient
+  // reduction), a dense block's backward is the part before that linear, its dgrad and its wgrad:
+  // between them exactly the whole backward's GEMM launches and, GPU-bound (micro-batch 16 of
+  // 2048 tokens), its time, recomputation and fp8 casts in the first part. (Where the host's
+  // dispatch bounds a block, the two GEMMs are priced after the rest, each at least one op's
+  // dispatch: the host dispatches them last.) MLA's attention and the MoE block are not split.
+  for (const char* recompute : {"none", "selective", "full"}) {
+    for (const char* model : {"gpt3-1.3b", "llama3-8b", "mixtral-8x7b", "deepseek-v3"}) {
+      for (const char* precision : {"bf16", "fp8"}) {
+        for (bool sp : {false, true}) {
+          const Scenario s = resolve_scenario(
+              {{"model", model},
+               {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+               {"training", {{"micro_batch_size", 16}, {"seq_length", 2048},
+                             {"gradient_accumulation_steps", 1}, {"precision", precision}}},
+               {"parallel", {{"tp", 4}, {"sequence_parallel", sp}, {"recompute", recompute},
+                             {"framework", "megatron"}}},
+               {"zero", {{"stage", 1}}},
+               {"sim", {{"allow_oom", true}}}});
+          const TrainingPlan plan = build_training_plan(s, true);
+          const ComputeCost cost(s, plan);
+          for (WorkKind kind :
+               {WorkKind::AttentionBackward, WorkKind::MlpBackward, WorkKind::MoeBackward}) {
+            int of[kNumBackwardParts];
+            std::fill(std::begin(of), std::end(of), -1);
+            for (int w = 0; w < static_cast<int>(plan.works.size()); ++w) {
+              if (plan.works[w].kind == kind) of[static_cast<int>(plan.works[w].part)] = w;
+            }
+            if (of[0] < 0) continue;  // a dense model has no MoE block, an MoE one no dense MLP
+            const int before = of[static_cast<int>(BackwardPart::BeforeInputLinear)];
+            const int dgrad = of[static_cast<int>(BackwardPart::InputLinearDgrad)];
+            const int wgrad = of[static_cast<int>(BackwardPart::InputLinearWgrad)];
+            const bool expect_split = kind == WorkKind::MlpBackward ||
+                                      (kind == WorkKind::AttentionBackward && !s.model.is_mla());
+            ASSERT_EQ(before >= 0, expect_split) << model << " kind " << static_cast<int>(kind);
+            if (!expect_split) continue;
+            const double whole = cost.work_seconds(of[0]);
+            EXPECT_NEAR(cost.work_seconds(before) + cost.work_seconds(dgrad) +
+                            cost.work_seconds(wgrad),
+                        whole, 1e-12 * whole)
+                << model << " " << recompute << " " << precision << " kind "
+                << static_cast<int>(kind);
+            EXPECT_DOUBLE_EQ(cost.work_seconds(dgrad), cost.work_seconds(wgrad));
+            const LayerWork layer = layer_work(s, false);
+            std::multiset<std::string> split, all;
+            for (BackwardPart part : {BackwardPart::BeforeInputLinear, BackwardPart::InputLinearDgrad,
+                                      BackwardPart::InputLinearWgrad}) {
+              for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer, part))) {
+                split.insert(g.name);
+              }
+            }
+            for (const Gemm& g : gemm_launches(work_kernels(kind, s, layer))) all.insert(g.name);
+            EXPECT_EQ(split, all);
+            const auto launches = gemm_launches(work_kernels(kind, s, layer, BackwardPart::InputLinearWgrad));
+            ASSERT_EQ(launches.size(), 1u);
+            const std::set<std::string> opening =
+                kind == WorkKind::AttentionBackward
+                    ? std::set<std::string>{"qkv.wgrad"}
+                    : std::set<std::string>{"mlp_up.wgrad", "mlp_gate_up.wgrad"};
+            EXPECT_EQ(opening.count(launches.front().name), 1u) << launches.front().name;
+          }
+        }
+      }
+    }
+  }
+}
+
 // torchtitan's op-level checkpointing replays, in each block's backward, the matmuls its policy
 // did not save (wk and wo in attention, w3 in a gated MLP) and the block's elementwise kernels,
 // never the attention core (its output was saved); the step lands between no recomputation
