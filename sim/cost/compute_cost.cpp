@@ -15,6 +15,9 @@ namespace zerosim {
 //  - Sustained GEMM rate: MAMF is the best shape over 100 runs of an idle GPU; in a training
 //    step clocks settle lower under sustained power draw and shapes are not the best. A fitted
 //    constant (scenario key fitted.gemm_sustained; sim/fitted/fitted_constants.h says on what).
+//  - Shapes: wave quantization over 128 x 128 output tiles and the smallest dimension d at
+//    d / (d + small_dim_knee). ASSUMPTION: the knee of 128 has no source; zerosim's H200 sweep of
+//    GPT layer GEMMs does not single it out (docs/SOURCES.md#gemm-rates).
 //  - FlashAttention-2 reaches 50-73 % of A100 peak, forward faster than backward (Dao 2023,
 //    arXiv:2307.08691, abstract and Fig. 4-6), but only ~35 % of H100 peak (Shah et al. 2024,
 //    FlashAttention-3, arXiv:2407.08608, introduction); per generation in
