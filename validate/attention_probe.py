@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Causal attention rates of torch's SDPA backends on one GPU, forward and backward.
+
+    python3 validate/attention_probe.py [--json FILE] [--iters K]
+
+bf16, head dim 128, 32 query heads (a hidden size of 4,096), 32,768 tokens per call split into
+batch x sequence for sequences of 2K-32K, causal. For each SDPA backend torch offers
+(FLASH_ATTENTION: FlashAttention-2; CUDNN_ATTENTION: cuDNN's fused attention, what Transformer
+Engine runs on Hopper by default; EFFICIENT_ATTENTION) the forward alone and the forward and
+backward together are timed with CUDA events over `iters` calls after 3 warm-ups. FLOPs as
+zerosim counts the attention core (sim/model/model.cpp): 4 b s^2 d a forward over the causal band
+(half the square), the backward 2.5 times that. Needs torch with a CUDA GPU; otherwise it prints
+the reason and exits 0. Prints one JSON object.
+"""
+import argparse
+import json
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--iters", type=int, default=10)
+    args = ap.parse_args()
+    out = {"probe": "zerosim-attention-probe/1", "dtype": "bf16", "head_dim": 128, "heads": 32,
+           "tokens": 32768, "causal": True, "rows": [], "errors": []}
+
+    def emit() -> int:
+        text = json.dumps(out, indent=1)
+        print(text)
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+        return 0
+
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        out["reason"] = f"needs torch with torch.nn.attention: {e}"
+        return emit()
+    if not torch.cuda.is_available():
+        out["reason"] = "torch sees no CUDA device"
+        return emit()
+    out.update({"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__})
+    heads, d, tokens = 32, 128, 32768
+
+    def timed(fn) -> float:
+        for _ in range(3):
+            fn()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        s.record()
+        for _ in range(args.iters):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e) / args.iters
+
+    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    for seq in (2048, 4096, 8192, 16384, 32768):
+        b = tokens // seq
+        q = torch.randn(b, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k = torch.randn_like(q, requires_grad=True)
+        v = torch.randn_like(q, requires_grad=True)
+        grad = torch.randn_like(q)
+        fwd_flops = 4.0 * b * seq * seq * d * heads / 2  # the causal band
+        for name, backend in backends:
+            row = {"backend": name, "batch": b, "seq": seq}
+            try:
+                with sdpa_kernel(backend):
+                    def forward():
+                        with torch.no_grad():
+                            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+                    def both():
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                        o.backward(grad)
+
+                    f_ms = timed(forward)
+                    fb_ms = timed(both)
+                row.update({"fwd_ms": f_ms, "fwd_bwd_ms": fb_ms, "bwd_ms": fb_ms - f_ms,
+                            "fwd_tflops": fwd_flops / f_ms / 1e9,
+                            "bwd_tflops": 2.5 * fwd_flops / (fb_ms - f_ms) / 1e9})
+            except Exception as ex:  # a backend torch cannot run here: say which and go on
+                out["errors"].append(f"{name} seq {seq}: {ex!r}"[:300])
+            out["rows"].append(row)
+            q.grad = k.grad = v.grad = None
+    return emit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
