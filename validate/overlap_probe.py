@@ -15,7 +15,10 @@ main stream. Measured with CUDA events:
                  (enough GEMMs queued to cover the whole copy);
   mid_stream     per shape, each GEMM of a back-to-back queue timed on its own while a 16-CTA
                  copy is released once the first third of the queue has run: whether compute
-                 already running slows when communication arrives, and when the copy gets SMs.
+                 already running slows when communication arrives, and when the copy gets SMs;
+  paced          per shape, 16 CTAs copying with a pause after each 16-byte element (2 and 10 us),
+                 which holds the copy near the rate of a collective over the network (tens of
+                 GB/s per GPU): the GEMM's slowdown when the SMs are taken but HBM is not.
 
 The ratios answer the question zerosim's engine rests on (sim/core/engine.h, comm_slowdown):
 how much longer compute runs while communication is in flight, and how much communication
@@ -40,6 +43,20 @@ extern "C" __global__ void stream_copy(const float4* __restrict__ src, float4* _
 }
 """
 
+PACED_SRC = r"""
+extern "C" __global__ void paced_copy(const float4* __restrict__ src, float4* __restrict__ dst,
+                                      unsigned long long n, int reps, unsigned int pause_ns) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (int r = 0; r < reps; ++r) {
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+      dst[i] = src[i];
+      __nanosleep(pause_ns);
+    }
+  }
+}
+"""
+
 THREADS = 512
 BUFFER_BYTES = 1 << 30
 
@@ -51,7 +68,8 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20)
     args = ap.parse_args()
     out = {"probe": "zerosim-overlap-probe/1", "threads_per_cta": THREADS,
-           "buffer_bytes": BUFFER_BYTES, "results": [], "mid_stream": [], "errors": []}
+           "buffer_bytes": BUFFER_BYTES, "results": [], "mid_stream": [], "paced": [],
+           "errors": []}
 
     def emit() -> int:
         text = json.dumps(out, indent=1)
@@ -82,6 +100,7 @@ def probe(args, out, torch, cupy) -> None:
     out.update({"device": dev.name, "sm_count": dev.multi_processor_count,
                 "torch": torch.__version__, "cupy": cupy.__version__})
     kernel = cupy.RawKernel(COPY_SRC, "stream_copy")
+    paced_kernel = cupy.RawKernel(PACED_SRC, "paced_copy")
     n16 = BUFFER_BYTES // 16
     src = torch.empty(BUFFER_BYTES // 4, device="cuda", dtype=torch.float32).uniform_()
     dst = torch.empty_like(src)
@@ -161,11 +180,47 @@ def probe(args, out, torch, cupy) -> None:
             out["results"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
         try:
+            out["paced"].extend(paced(torch, event, gemms, paced_kernel, src_c, dst_c, n16, side,
+                                      m, n, k, alone_ms, args.iters))
+        except Exception as ex:
+            out["errors"].append(f"{m}x{n}x{k} paced: {ex!r}")
+        try:
             out["mid_stream"].append(mid_stream(
                 torch, event, lambda: torch.matmul(a_mat, b_mat, out=c_mat), launch_copy,
                 copy_alone(16, 1), side, main_stream, m, n, k, alone_ms))
         except Exception as ex:
             out["errors"].append(f"{m}x{n}x{k} mid-stream: {ex!r}")
+
+
+def paced(torch, event, gemms, paced_kernel, src_c, dst_c, n16, side, m, n, k, alone_ms,
+          iters) -> list:
+    """16 paced CTAs beside GEMMs: the copy's rate alone over one pass, then the GEMMs beside
+    enough passes to outlast them ("covered" says whether they did)."""
+    import cupy
+    rows = []
+    for pause_ns in (2000, 10000):
+        def launch(reps: int = 1) -> None:
+            with cupy.cuda.ExternalStream(side.cuda_stream):
+                paced_kernel((16,), (THREADS,), (src_c, dst_c, cupy.uint64(n16), cupy.int32(reps),
+                                                 cupy.uint32(pause_ns)))
+        a, b = event(), event()
+        torch.cuda.synchronize()
+        a.record(side)
+        launch()
+        b.record(side)
+        torch.cuda.synchronize()
+        copy_ms = a.elapsed_time(b)
+        reps = max(1, int(2.0 * alone_ms * iters / copy_ms) + 1)
+        launch(reps)
+        s, e = gemms(iters)
+        torch.cuda.synchronize()
+        beside = s.elapsed_time(e) / iters
+        rows.append({"m": m, "n": n, "k": k, "ctas": 16, "pause_ns": pause_ns,
+                     "copy_GBps_alone": 2.0 * BUFFER_BYTES / copy_ms / 1e6,
+                     "copy_ms_alone": copy_ms, "gemm_ms_alone": alone_ms,
+                     "gemm_ms_beside": beside, "gemm_slowdown": beside / alone_ms - 1.0,
+                     "covered": reps * copy_ms > beside * iters})
+    return rows
 
 
 def mid_stream(torch, event, gemm, launch_copy, copy_ms, side, main_stream, m, n, k,
