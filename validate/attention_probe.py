@@ -12,38 +12,23 @@ zerosim counts the attention core (sim/model/model.cpp): 4 b s^2 d a forward ove
 (half the square), the backward 2.5 times that. Needs torch with a CUDA GPU; otherwise it prints
 the reason and exits 0. Prints one JSON object.
 """
-import argparse
-import json
 import sys
+
+import probe_report
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--iters", type=int, default=10)
-    args = ap.parse_args()
-    out = {"probe": "zerosim-attention-probe/1", "dtype": "bf16", "head_dim": 128, "heads": 32,
-           "tokens": 32768, "causal": True, "rows": [], "errors": []}
+    record = {"probe": "zerosim-attention-probe/1", "dtype": "bf16", "head_dim": 128, "heads": 32,
+              "tokens": 32768, "causal": True, "rows": []}
+    return probe_report.run(__doc__, record, measure, needs=("torch", "torch.nn.attention"),
+                            arguments=[("--iters", {"type": int, "default": 10})])
 
-    def emit() -> int:
-        text = json.dumps(out, indent=1)
-        print(text)
-        if args.json:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-        return 0
 
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        out["reason"] = f"needs torch with torch.nn.attention: {e}"
-        return emit()
-    if not torch.cuda.is_available():
-        out["reason"] = "torch sees no CUDA device"
-        return emit()
-    out.update({"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__})
+def measure(args, out: dict, modules: dict) -> None:
+    torch = modules["torch"]
+    F = torch.nn.functional
+    SDPBackend = modules["torch.nn.attention"].SDPBackend
+    sdpa_kernel = modules["torch.nn.attention"].sdpa_kernel
     heads, d, tokens = 32, 128, 32768
 
     def timed(fn) -> float:
@@ -88,7 +73,6 @@ def main() -> int:
                 out["errors"].append(f"{name} seq {seq}: {ex!r}"[:300])
             out["rows"].append(row)
             q.grad = k.grad = v.grad = None
-    return emit()
 
 
 if __name__ == "__main__":

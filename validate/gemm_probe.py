@@ -12,37 +12,19 @@ attention output [h/t -> h], the MLP's [h -> 4h/t] and [4h/t -> h]), each as zer
 GEMM at its forward shape's rate (sim/cost/compute_cost.cpp); this measures both. Needs torch
 with a CUDA GPU; otherwise it prints the reason and exits 0. Prints one JSON object.
 """
-import argparse
-import json
 import sys
+
+import probe_report
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--iters", type=int, default=20)
-    args = ap.parse_args()
-    out = {"probe": "zerosim-gemm-probe/1", "dtype": "bf16", "rows": [], "errors": []}
+    record = {"probe": "zerosim-gemm-probe/1", "dtype": "bf16", "rows": []}
+    return probe_report.run(__doc__, record, measure,
+                            arguments=[("--iters", {"type": int, "default": 20})])
 
-    def emit() -> int:
-        text = json.dumps(out, indent=1)
-        print(text)
-        if args.json:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-        return 0
 
-    try:
-        import torch
-    except ImportError as e:
-        out["reason"] = f"needs torch: {e}"
-        return emit()
-    if not torch.cuda.is_available():
-        out["reason"] = "torch sees no CUDA device"
-        return emit()
-    dev = torch.cuda.get_device_properties(0)
-    out.update({"device": dev.name, "sm_count": dev.multi_processor_count,
-                "torch": torch.__version__})
+def measure(args, out: dict, modules: dict) -> None:
+    torch = modules["torch"]
 
     def time_ms(m: int, n: int, k: int) -> float:
         a = torch.rand(m, k, device="cuda", dtype=torch.bfloat16) * 2 - 1
@@ -76,7 +58,6 @@ def main() -> int:
                     except Exception as ex:  # record and go on
                         out["errors"].append(f"{name} h {h} tokens {tokens} tp {t}: {ex!r}")
                     out["rows"].append(row)
-    return emit()
 
 
 if __name__ == "__main__":

@@ -26,9 +26,10 @@ slows in turn. Only the SM and HBM contention of a real collective is reproduced
 NVLink or network traffic. Needs torch and cupy with a CUDA GPU; otherwise it prints the reason
 and exits 0. Prints one JSON object (and writes it to --json).
 """
-import argparse
 import json
 import sys
+
+import probe_report
 
 COPY_SRC = r"""
 extern "C" __global__ void stream_copy(const float4* __restrict__ src, float4* __restrict__ dst,
@@ -62,43 +63,16 @@ BUFFER_BYTES = 1 << 30
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--ctas", default="8,16,24,32")
-    ap.add_argument("--iters", type=int, default=20)
-    args = ap.parse_args()
-    out = {"probe": "zerosim-overlap-probe/1", "threads_per_cta": THREADS,
-           "buffer_bytes": BUFFER_BYTES, "results": [], "mid_stream": [], "paced": [],
-           "errors": []}
-
-    def emit() -> int:
-        text = json.dumps(out, indent=1)
-        print(text)
-        if args.json:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-        return 0
-
-    try:
-        import torch
-        import cupy
-    except ImportError as e:
-        out["reason"] = f"needs torch and cupy: {e}"
-        return emit()
-    if not torch.cuda.is_available():
-        out["reason"] = "torch sees no CUDA device"
-        return emit()
-    try:
-        probe(args, out, torch, cupy)
-    except Exception as ex:  # the set-up failed: say so in the output
-        out["errors"].append(f"set-up: {ex!r}")
-    return emit()
+    record = {"probe": "zerosim-overlap-probe/1", "threads_per_cta": THREADS,
+              "buffer_bytes": BUFFER_BYTES, "results": [], "mid_stream": [], "paced": []}
+    return probe_report.run(__doc__, record, probe, needs=("torch", "cupy"),
+                            arguments=[("--ctas", {"default": "8,16,24,32"}),
+                                       ("--iters", {"type": int, "default": 20})])
 
 
-def probe(args, out, torch, cupy) -> None:
-    dev = torch.cuda.get_device_properties(0)
-    out.update({"device": dev.name, "sm_count": dev.multi_processor_count,
-                "torch": torch.__version__, "cupy": cupy.__version__})
+def probe(args, out: dict, modules: dict) -> None:
+    torch, cupy = modules["torch"], modules["cupy"]
+    out["cupy"] = cupy.__version__
     kernel = cupy.RawKernel(COPY_SRC, "stream_copy")
     paced_kernel = cupy.RawKernel(PACED_SRC, "paced_copy")
     n16 = BUFFER_BYTES // 16

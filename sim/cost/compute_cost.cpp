@@ -271,9 +271,7 @@ double ComputeCost::block_seconds(WorkKind kind, BackwardPart part) const {
                                                                : WorkKind::MlpForward;
       double t = layer_block_seconds(k, true);
       // B recomputed what W needs, and the part before the input linear what its GEMMs need.
-      if (part == BackwardPart::Weight || part == BackwardPart::InputLinearDgrad ||
-          part == BackwardPart::InputLinearWgrad)
-        return t;
+      if (part == BackwardPart::Weight || is_input_linear_gemm(part)) return t;
       if (rc == Recompute::SelectiveOp) {
         return t + layer_block_seconds(op_checkpoint_recompute(kind, s_, layer), false);
       }

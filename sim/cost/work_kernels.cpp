@@ -148,8 +148,7 @@ WorkKernels work_kernels(WorkKind kind, const Scenario& s, const LayerWork& laye
   k.part = part;
   // The block's backward before its input linear keeps everything but that linear's two GEMMs;
   // each of those is one GEMM (the casts of the output gradient were made before them).
-  const bool input_linear_gemm =
-      part == BackwardPart::InputLinearDgrad || part == BackwardPart::InputLinearWgrad;
+  const bool input_linear_gemm = is_input_linear_gemm(part);
   if (part == BackwardPart::BeforeInputLinear || input_linear_gemm) {
     std::erase_if(k.gemms, [&](const Gemm& g) { return g.opens_dense_block() != input_linear_gemm; });
   }

@@ -13,24 +13,30 @@ void StageBuilder::tp_collectives(std::int32_t after, const std::string& what, c
   // --tp-comm-overlap the caller passes the op before the block (tp_after), so they run beside
   // it; the next block waits for them either way.
   // (An MoE block whose EP groups span TP has none: bytes 0.)
-  const Bytes bytes = tp_bytes_of(u);
-  if (s_.parallel.tp == 1 || bytes == 0) return;
-  std::int32_t last;
-  if (s_.parallel.sequence_parallel) {
-    // In backward the block's input linear gathers its saved input shard first, for its wgrad.
-    if (backward && regathers_input(u)) {
-      after = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, false),
-                            Stream::TpComm, "tp all_gather input " + what, {after});
-    }
-    std::int32_t rs = e_.collective(Peer::Tp, CollectiveKind::ReduceScatter, bytes,
-                                    Stream::TpComm, "tp reduce_scatter " + what, {after});
+  if (s_.parallel.tp == 1 || tp_bytes_of(u) == 0) return;
+  const bool sp = s_.parallel.sequence_parallel;
+  // In backward the block's input linear gathers its saved input shard first, for its wgrad.
+  if (sp && backward && regathers_input(u)) after = tp_input_gather(after, what, u);
+  std::int32_t last = tp_reduction(after, what, u);
+  if (sp) {
     last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, backward),
-                         Stream::TpComm, "tp all_gather " + what, {rs});
-  } else {
-    last = e_.collective(Peer::Tp, CollectiveKind::AllReduce, bytes,
-                         Stream::TpComm, "tp all_reduce " + what, {after});
+                         Stream::TpComm, "tp all_gather " + what, {last});
   }
   e_.host_wait(last);
+}
+
+std::int32_t StageBuilder::tp_input_gather(std::int32_t after, const std::string& what,
+                                           const Unit& u) {
+  return e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, false),
+                       Stream::TpComm, "tp all_gather input " + what, {after});
+}
+
+std::int32_t StageBuilder::tp_reduction(std::int32_t after, const std::string& what,
+                                        const Unit& u) {
+  const bool sp = s_.parallel.sequence_parallel;
+  return e_.collective(Peer::Tp, sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
+                       tp_bytes_of(u), Stream::TpComm,
+                       std::string(sp ? "tp reduce_scatter " : "tp all_reduce ") + what, {after});
 }
 
 // Expert parallelism (Megatron-core's all-to-all token dispatcher, DeepSpeed-MoE): around the
@@ -447,27 +453,17 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
 // layer's next op, as it did before the split.
 void StageBuilder::input_linear_backward(BackwardPass& b, const Unit& u) {
   const std::string what = unit_op_name(u, "bwd");
-  std::int32_t input = -1;
-  if (regathers_input(u)) {
-    input = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, false),
-                          Stream::TpComm, "tp all_gather input " + what, {b.prev});
-  }
+  std::vector<std::int32_t> gathered;
+  if (regathers_input(u)) gathered.push_back(tp_input_gather(b.prev, what, u));
   // The dgrad also takes the host's pending waits: the recomputed forward's TP collectives and a
   // context-parallel exchange end before the linear's backward begins.
   const std::int32_t dgrad = e_.compute(u.backward, Phase::Backward, what + " input dgrad" + b.suffix,
                                         {}, BackwardPart::InputLinearDgrad);
-  const bool sp = s_.parallel.sequence_parallel;
-  const std::int32_t reduce =
-      e_.collective(Peer::Tp, sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce,
-                    tp_bytes_of(u), Stream::TpComm,
-                    std::string(sp ? "tp reduce_scatter " : "tp all_reduce ") + what,
-                    {dgrad});
-  std::vector<std::int32_t> gathered;
-  if (input >= 0) gathered.push_back(input);
+  const std::int32_t reduce = tp_reduction(dgrad, what, u);
   b.prev = e_.compute(u.backward, Phase::Backward, what + " input wgrad" + b.suffix, gathered,
                       BackwardPart::InputLinearWgrad);
   std::int32_t last = reduce;
-  if (sp) {
+  if (s_.parallel.sequence_parallel) {
     last = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_gather_bytes_of(u, true),
                          Stream::TpComm, "tp all_gather " + what, {reduce, b.prev});
   }

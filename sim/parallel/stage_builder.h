@@ -104,11 +104,14 @@ class StageBuilder {
   // gathers its sequence-parallel input again for its weight gradient (Scenario::regathers_tp_input;
   // MLA's and the MoE block's first linears are not simulated doing so).
   bool regathers_input(const Unit& u) const {
-    const bool opens_with_tp_linear =
-        u.backward == WorkKind::MlpBackward || u.backward == WorkKind::HeadBackward ||
-        (u.backward == WorkKind::AttentionBackward && !s_.model.is_mla());
-    return s_.regathers_tp_input() && opens_with_tp_linear;
+    return s_.regathers_tp_input() && (opens_with_column_linear(s_, u.backward) ||
+                                       u.backward == WorkKind::HeadBackward);
   }
+  // Unit `u`'s TP collectives as emitted, each after `after`: the gather of its input again
+  // (regathers_input), and the reduction of its block's output or input gradient (an all-reduce,
+  // or under sequence parallelism a reduce-scatter).
+  std::int32_t tp_input_gather(std::int32_t after, const std::string& what, const Unit& u);
+  std::int32_t tp_reduction(std::int32_t after, const std::string& what, const Unit& u);
   // The end of a block's backward split at its input linear (splits_at_input_linear), after the
   // part before it (b.prev): the linear's dgrad GEMM beside the gather of its input, its wgrad
   // GEMM beside the input gradient's reduction, then the gather of the next block's output

@@ -87,7 +87,8 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold) {
                               BackwardPart::InputLinearWgrad}) {
       const bool zero_bubble_part = part == BackwardPart::Input || part == BackwardPart::Weight;
       if (zero_bubble_part && !(split && is_layer_backward(k))) continue;
-      if (part > BackwardPart::Weight && !splits_at_input_linear(s, k)) continue;
+      const bool input_linear_part = part == BackwardPart::BeforeInputLinear || is_input_linear_gemm(part);
+      if (input_linear_part && !splits_at_input_linear(s, k)) continue;
       work_of[work_index(k, part)] = static_cast<std::int32_t>(out.works.size());
       Work w{k, 0};
       w.part = part;
@@ -96,12 +97,14 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold) {
       // linear, its dgrad and wgrad GEMMs are one dispatched op each of the block's, the last
       // ones the host dispatches.
       const std::int64_t ops = block_host_ops(s, host, k);
-      switch (part) {
-        case BackwardPart::Weight: w.host_ops = 0; break;
-        case BackwardPart::BeforeInputLinear: w.host_ops = std::max<std::int64_t>(0, ops - 2); break;
-        case BackwardPart::InputLinearDgrad:
-        case BackwardPart::InputLinearWgrad: w.host_ops = ops >= 2 ? 1 : 0; break;
-        default: w.host_ops = ops; break;
+      if (part == BackwardPart::Weight) {
+        w.host_ops = 0;
+      } else if (part == BackwardPart::BeforeInputLinear) {
+        w.host_ops = std::max<std::int64_t>(0, ops - 2);
+      } else if (is_input_linear_gemm(part)) {
+        w.host_ops = ops >= 2 ? 1 : 0;
+      } else {
+        w.host_ops = ops;
       }
       out.works.push_back(w);
     }

@@ -55,12 +55,23 @@ inline bool is_layer_backward(WorkKind k) {
          k == WorkKind::MoeBackward;
 }
 
-// Whether the backward of a block of kind `k` is split at its input linear (BackwardPart): the
-// dense attention (not MLA's, whose up-projections follow replicated down-projections) and MLP
-// blocks, where the scenario reduces their input gradient asynchronously.
+// Whether the backward of kind `k` starts (in forward order) with a column-parallel linear on
+// the block's input: a dense MLP block, or a dense attention block but MLA's, whose
+// up-projections follow replicated down-projections.
+inline bool opens_with_column_linear(const Scenario& s, WorkKind k) {
+  return k == WorkKind::MlpBackward || (k == WorkKind::AttentionBackward && !s.model.is_mla());
+}
+
+// Whether the backward of a block of kind `k` is split at its input linear (BackwardPart): where
+// it opens with a column-parallel linear and the scenario reduces its input gradient
+// asynchronously.
 inline bool splits_at_input_linear(const Scenario& s, WorkKind k) {
-  return s.async_tp_input_gradient() &&
-         (k == WorkKind::MlpBackward || (k == WorkKind::AttentionBackward && !s.model.is_mla()));
+  return s.async_tp_input_gradient() && opens_with_column_linear(s, k);
+}
+
+// The parts of a split backward that are one GEMM of the input linear, its dgrad or its wgrad.
+inline bool is_input_linear_gemm(BackwardPart p) {
+  return p == BackwardPart::InputLinearDgrad || p == BackwardPart::InputLinearWgrad;
 }
 
 struct Work {

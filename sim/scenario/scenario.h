@@ -377,11 +377,6 @@ struct Scenario {
   bool fp8_params_gathered_after_step() const {
     return training.fp8_param_gather && zero.stage < 3;
   }
-  // Full recomputation replays each layer's forward, block after block, before the layer's
-  // backward. The plan emits that replay as ops of its own where its order changes the schedule:
-  // under DeepSpeed's stage 3 (>= 0.6), whose module hooks fetch the parameters again for the
-  // replay (the replay's modules are uses in the coordinator's trace). Elsewhere each block's
-  // backward op includes its own replay, the same time.
   // A dense attention or MLP block's backward split at the column-parallel linear that opens
   // the block: its input gradient's all-reduce (reduce-scatter under sequence parallelism) runs
   // beside its weight-gradient GEMM (parallel.tp_linear_async_communication), unless Transformer
@@ -396,6 +391,11 @@ struct Scenario {
     return parallel.tp > 1 && parallel.sequence_parallel &&
            (parallel.framework == Framework::Megatron || parallel.framework == Framework::Nanotron);
   }
+  // Full recomputation replays each layer's forward, block after block, before the layer's
+  // backward. The plan emits that replay as ops of its own where its order changes the schedule:
+  // under DeepSpeed's stage 3 (>= 0.6), whose module hooks fetch the parameters again for the
+  // replay (the replay's modules are uses in the coordinator's trace). Elsewhere each block's
+  // backward op includes its own replay, the same time.
   bool replays_layers_before_backward() const {
     return parallel.recompute == Recompute::Full && zero.stage == 3 &&
            parallel.framework == Framework::DeepSpeed && !zero.per_parameter_stage3();
