@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Causal attention rates of torch's SDPA backends on one GPU, forward and backward.
 
-    python3 validate/attention_probe.py [--json FILE] [--iters K]
+    python3 validate/attention_probe.py [--json FILE] [--iters K] [--head-dims 64,96,128]
+                                        [--seqs 2048,4096]
 
-bf16, head dim 128, 32 query heads (a hidden size of 4,096), 32,768 tokens per call split into
-batch x sequence for sequences of 2K-32K, causal. For each SDPA backend torch offers
+bf16, 32 query heads of head dim 128 (a hidden size of 4,096; --head-dims measures other
+widths, each row names its own), 32,768 tokens per call split into batch x sequence for
+sequences of 2K-32K (--seqs), causal. For each SDPA backend torch offers
 (FLASH_ATTENTION: FlashAttention-2; CUDNN_ATTENTION: cuDNN's fused attention, what Transformer
 Engine runs on Hopper by default; EFFICIENT_ATTENTION) the forward alone and the forward and
 backward together are timed with CUDA events over `iters` calls after 3 warm-ups. FLOPs as
@@ -18,10 +20,12 @@ import probe_report
 
 
 def main() -> int:
-    record = {"probe": "zerosim-attention-probe/1", "dtype": "bf16", "head_dim": 128, "heads": 32,
+    record = {"probe": "zerosim-attention-probe/1", "dtype": "bf16", "heads": 32,
               "tokens": 32768, "causal": True, "rows": []}
     return probe_report.run(__doc__, record, measure, needs=("torch", "torch.nn.attention"),
-                            arguments=[("--iters", {"type": int, "default": 10})])
+                            arguments=[("--iters", {"type": int, "default": 10}),
+                                       ("--head-dims", {"default": "128"}),
+                                       ("--seqs", {"default": "2048,4096,8192,16384,32768"})])
 
 
 def measure(args, out: dict, modules: dict) -> None:
@@ -29,7 +33,7 @@ def measure(args, out: dict, modules: dict) -> None:
     F = torch.nn.functional
     SDPBackend = modules["torch.nn.attention"].SDPBackend
     sdpa_kernel = modules["torch.nn.attention"].sdpa_kernel
-    heads, d, tokens = 32, 128, 32768
+    heads, tokens = 32, 32768
 
     def timed(fn) -> float:
         for _ in range(3):
@@ -45,7 +49,9 @@ def measure(args, out: dict, modules: dict) -> None:
 
     backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
                 ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
-    for seq in (2048, 4096, 8192, 16384, 32768):
+    shapes = [(d, seq) for d in (int(x) for x in args.head_dims.split(","))
+              for seq in (int(x) for x in args.seqs.split(","))]
+    for d, seq in shapes:
         b = tokens // seq
         q = torch.randn(b, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k = torch.randn_like(q, requires_grad=True)
@@ -53,7 +59,7 @@ def measure(args, out: dict, modules: dict) -> None:
         grad = torch.randn_like(q)
         fwd_flops = 4.0 * b * seq * seq * d * heads / 2  # the causal band
         for name, backend in backends:
-            row = {"backend": name, "batch": b, "seq": seq}
+            row = {"backend": name, "head_dim": d, "batch": b, "seq": seq}
             try:
                 with sdpa_kernel(backend):
                     def forward():
