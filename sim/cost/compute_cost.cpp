@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "sim/cluster/gpu_generation.h"
 #include "sim/cost/work_kernels.h"
@@ -65,6 +66,36 @@ AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu) {
   return {g.flash_forward, g.flash_backward};
 }
 
+// FlashAttention-2 compiles one kernel per head dimension in steps of 32 and runs a head of d
+// on the smallest that holds it, with its zeros computed: d = 80 runs the 96 kernel at 80 / 96
+// of its rate. The kernels' rates against the 128 kernel's, forward and backward, are
+// zerosim's H200 measurement (torch 2.11 SDPA FLASH_ATTENTION, causal, 32 heads, sequences
+// 2K-8K; validate/results/NVIDIA_H200_2026-12-04/, attention_probe_head_dims.json): the
+// generation's rates are quoted at 128. The 80 row of that file, not used here, checks the
+// padding rule (0.78 / 0.70 measured; 0.82 / 0.73 by the rule). ASSUMPTION: the 32 kernel runs
+// as the 64 one, the 224 one between 192 and 256, and other generations keep Hopper's ratios.
+AttentionEfficiency flash_head_dim_factor(std::int64_t head_dim) {
+  struct Kernel {
+    std::int64_t dim;
+    AttentionEfficiency vs_128;
+  };
+  static constexpr Kernel kKernels[] = {
+      {32, {0.876, 0.878}},  {64, {0.876, 0.878}},  {96, {0.982, 0.872}},
+      {128, {1.0, 1.0}},     {160, {0.699, 0.702}}, {192, {0.927, 0.895}},
+      {224, {0.931, 0.878}}, {256, {0.935, 0.860}},
+  };
+  if (head_dim <= 0) return {1.0, 1.0};
+  for (const Kernel& k : kKernels) {
+    if (head_dim <= k.dim) {
+      const double used = static_cast<double>(head_dim) / static_cast<double>(k.dim);
+      return {k.vs_128.forward * used, k.vs_128.backward * used};
+    }
+  }
+  // FlashAttention-2 has no kernel past 256 (its interface refuses the call): the 256 one's rates.
+  const Kernel& widest = kKernels[std::size(kKernels) - 1];
+  return widest.vs_128;
+}
+
 ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c)
     : s_(s), c_(c) {
   const GpuSpec& gpu = s.cluster.gpu;
@@ -81,6 +112,13 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
   }
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
   flash_ = flash_attention_efficiency(gpu);
+  // MLA's attention (query/key 192, value 128 wide) runs other kernels (FlashMLA, cuDNN's
+  // unequal head dimensions): its rate stays the generation's.
+  if (!s.model.is_mla()) {
+    const AttentionEfficiency f = flash_head_dim_factor(s.model.head_dim());
+    flash_.forward *= f.forward;
+    flash_.backward *= f.backward;
+  }
   layer_ = layer_work(s, false);
   if (s.model.is_moe()) moe_layer_ = layer_work(s, true);
   if (!s.whatif.slow_ranks.empty()) {

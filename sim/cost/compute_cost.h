@@ -36,6 +36,8 @@ struct AttentionEfficiency {
   double forward = 0, backward = 0;
 };
 AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu);
+// The rates of a head of `head_dim` against the 128-wide head those are quoted at (1 for 128).
+AttentionEfficiency flash_head_dim_factor(std::int64_t head_dim);
 
 // Durations of every Work of a plan, computed once (ops of the same work cost the same).
 class ComputeCost : public ComputeModel {

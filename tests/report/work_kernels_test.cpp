@@ -2,6 +2,8 @@
 // doubles the passes, and `zerosim plan` exports exactly the GEMMs the cost model priced.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -206,6 +208,61 @@ TEST(workKernels, HostDispatchBoundsSmallLayerBlocks) {
     EXPECT_GT(t.gpu, 2 * w.ops * op) << w.ops;
     EXPECT_DOUBLE_EQ(t.priced, t.gpu) << w.ops;
   }
+}
+
+// FlashAttention-2's rate by head dimension is zerosim's H200 measurement: the table's ratios
+// are the means of the FLASH_ATTENTION rows of the committed probe output over their sequences,
+// against the 128-wide kernel's. The 80-wide rows, which no kernel of the table is, check the
+// padding rule: a head of 80 runs the 96 kernel at 80 / 96 of its rate.
+TEST(workKernels, FlashAttentionRateByHeadDimIsTheH200Measurement) {
+  std::ifstream in(std::string(ZEROSIM_SOURCE_DIR) +
+                   "/validate/results/NVIDIA_H200_2026-12-04/attention_probe_head_dims.json");
+  ASSERT_TRUE(in) << "the probe output is missing";
+  const json probe = json::parse(in);
+  std::map<std::int64_t, std::pair<double, double>> sum;  // head dim -> (forward, backward)
+  std::map<std::int64_t, int> rows;
+  for (const json& r : probe["rows"]) {
+    if (r["backend"] != "flash") continue;
+    const std::int64_t d = r["head_dim"].get<std::int64_t>();
+    sum[d].first += r["fwd_tflops"].get<double>();
+    sum[d].second += r["bwd_tflops"].get<double>();
+    ++rows[d];
+  }
+  ASSERT_EQ(rows[128], 3);
+  const auto ratio = [&](std::int64_t d) {
+    return std::pair{sum[d].first / sum[128].first, sum[d].second / sum[128].second};
+  };
+  for (std::int64_t d : {64, 96, 128, 160, 192, 256}) {
+    const AttentionEfficiency f = flash_head_dim_factor(d);
+    EXPECT_NEAR(f.forward, ratio(d).first, 0.0015) << d;
+    EXPECT_NEAR(f.backward, ratio(d).second, 0.0015) << d;
+  }
+  const AttentionEfficiency eighty = flash_head_dim_factor(80);
+  EXPECT_DOUBLE_EQ(eighty.forward, flash_head_dim_factor(96).forward * 80 / 96);
+  EXPECT_NEAR(eighty.forward, ratio(80).first, 0.07 * ratio(80).first);
+  EXPECT_NEAR(eighty.backward, ratio(80).second, 0.07 * ratio(80).second);
+}
+
+// Two models with the same widths (32 heads of 64, 16 of 128: the same Q width, the same GEMMs,
+// the same attention FLOPs 4 b s^2 d a) differ only in their attention core's rate: the 64-wide
+// one runs it at 0.876 of the forward rate (H200 measurement above), so its attention forward
+// takes F / (peak x 0.38) x (1 / 0.876 - 1) longer, F the core's FLOPs. Eight sequences keep the
+// block GPU-bound (the host's dispatch floor would hide the difference).
+TEST(workKernels, NarrowHeadsRunTheAttentionCoreSlower) {
+  json doc = {{"model", {{"num_layers", 2}, {"hidden_size", 2048}, {"num_attention_heads", 16},
+                         {"ffn_hidden_size", 8192}, {"vocab_size", 32000},
+                         {"seq_length", 4096}}},
+              {"cluster", {{"preset", "dgx-h100"}, {"num_gpus", 1}}},
+              {"training", {{"micro_batch_size", 8}, {"flash_attention", true}}},
+              {"parallel", {{"framework", "megatron"}}}};
+  const double wide = work_seconds(doc, WorkKind::AttentionForward);
+  doc["model"]["num_attention_heads"] = 32;
+  const double narrow = work_seconds(doc, WorkKind::AttentionForward);
+  const Scenario s = resolve_scenario(doc);
+  const double core_flops = 8 * 4.0 * 4096.0 * 4096.0 * 2048.0 / 2;  // the causal band
+  const double peak = s.cluster.gpu.peak_tflops(Precision::Bf16) * 1e12;
+  EXPECT_NEAR(narrow - wide, core_flops / (peak * 0.38) * (1 / 0.876 - 1),
+              1e-9 * narrow);
 }
 
 // Megatron-core's MoE MLP half, counted from Megatron-LM d98e8a6 (framework_policy.cpp): a tiny
