@@ -10,14 +10,15 @@ whose output is permuted into one contiguous q/k/v tensor, K and V concatenated 
 contiguous tensor (the training path's torch.cat + permute + contiguous; its in-place rotary
 keeps nothing), FlashAttention through torch's SDPA, the fused gate/up linear, SiLU(gate) * up,
 the down linear, a tied LM head whose logits are cast to fp32, and a cross entropy that keeps
-softmax in fp32 as nanotron's sharded_cross_entropy does. Parameters bf16; no optimizer (the
-states do not depend on the micro-batch).
+softmax in fp32 as nanotron's sharded_cross_entropy does (its forward holds the shifted logits
+and their exponential at once, one fp32 copy more than nanotron's in-place exp). Parameters
+bf16; no optimizer (the states do not depend on the micro-batch).
 
 For each micro-batch size two forward/backward steps run; after each step the bf16 .grad are
 dropped (nanotron moves them into its fp32 accumulator). Reported per step, above what the
-parameters hold: torch.cuda.max_memory_allocated and max_memory_reserved, the caching
-allocator's segment count, and with --no-head the same without the head and loss (a first
-pipeline stage: the last layer's backward fed a random gradient). Default shape: the playbook's
+parameters hold: torch.cuda.max_memory_allocated and max_memory_reserved and the caching
+allocator's segment count; each size runs twice, with the head and loss and without them (a
+first pipeline stage: the last layer's backward fed a random gradient; rows "head": false). Default shape: the playbook's
 "1B" (16 layers, hidden 2,048, 32 heads, FFN 8,192, vocab 32,768, sequence 4,096). Needs torch
 with a CUDA GPU; otherwise it prints the reason and exits 0. Prints one JSON object.
 """
@@ -66,7 +67,8 @@ def measure(args, out: dict, modules: dict) -> None:
             return gx.to(x.dtype), gw
 
     class CrossEntropy(torch.autograd.Function):
-        # nanotron's _ShardedCrossEntropy at tp 1: softmax kept in fp32, edited in place.
+        # nanotron's _ShardedCrossEntropy at tp 1: softmax kept in fp32 and edited in place
+        # (nanotron exponentiates the shifted logits in place; here a new tensor, see above).
         @staticmethod
         def forward(ctx, logits, target):
             shifted = logits - logits.max(dim=-1, keepdim=True)[0]

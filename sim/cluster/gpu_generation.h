@@ -11,8 +11,9 @@
 namespace zerosim {
 
 struct GenerationConstants {
-  // FlashAttention-2 forward and backward rates as a share of the GPU's dense tensor-core peak
-  // (the compute cost model's attention core).
+  // FlashAttention-2 forward and backward rates as a share of the GPU's dense tensor-core peak,
+  // for heads of 128 (the compute cost model's attention core scales them by the head's width:
+  // flash_attention_efficiency, sim/cost/compute_cost.h).
   double flash_forward = 0, flash_backward = 0;
   // NCCL ring all-reduce bus bandwidth on NVLink as a share of the NVLink bandwidth per direction
   // (the alpha-beta network's bandwidth inside a node).

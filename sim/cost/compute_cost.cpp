@@ -61,10 +61,6 @@ namespace {
 double sat(double d, double knee) { return d / (d + knee); }
 }  // namespace
 
-AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu) {
-  const GenerationConstants& g = generation_constants(gpu.generation);
-  return {g.flash_forward, g.flash_backward};
-}
 
 // FlashAttention-2 compiles one kernel per head dimension in steps of 32 and runs a head of d
 // on the smallest that holds it, with its zeros computed: d = 80 runs the 96 kernel at 80 / 96
@@ -96,6 +92,15 @@ AttentionEfficiency flash_head_dim_factor(std::int64_t head_dim) {
   return widest.vs_128;
 }
 
+AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu, const ModelSpec& m) {
+  const GenerationConstants& g = generation_constants(gpu.generation);
+  // MLA's attention (query/key 192, value 128 wide) runs other kernels (FlashMLA, cuDNN's
+  // unequal head dimensions): its rate stays the generation's.
+  const AttentionEfficiency f = m.is_mla() ? AttentionEfficiency{1.0, 1.0}
+                                           : flash_head_dim_factor(m.head_dim());
+  return {g.flash_forward * f.forward, g.flash_backward * f.backward};
+}
+
 ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeConstants c)
     : s_(s), c_(c) {
   const GpuSpec& gpu = s.cluster.gpu;
@@ -111,14 +116,7 @@ ComputeCost::ComputeCost(const Scenario& s, const TrainingPlan& plan, ComputeCon
                       s.fitted.gemm_sustained;
   }
   hbm_bytes_per_s_ = gpu.hbm_bandwidth * gpu.hbm_efficiency;
-  flash_ = flash_attention_efficiency(gpu);
-  // MLA's attention (query/key 192, value 128 wide) runs other kernels (FlashMLA, cuDNN's
-  // unequal head dimensions): its rate stays the generation's.
-  if (!s.model.is_mla()) {
-    const AttentionEfficiency f = flash_head_dim_factor(s.model.head_dim());
-    flash_.forward *= f.forward;
-    flash_.backward *= f.backward;
-  }
+  flash_ = flash_attention_efficiency(gpu, s.model);
   layer_ = layer_work(s, false);
   if (s.model.is_moe()) moe_layer_ = layer_work(s, true);
   if (!s.whatif.slow_ranks.empty()) {

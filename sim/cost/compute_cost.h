@@ -35,7 +35,9 @@ struct ComputeConstants {
 struct AttentionEfficiency {
   double forward = 0, backward = 0;
 };
-AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu);
+// The rates of model `m`'s attention heads on `gpu`: the generation's, quoted at heads of 128,
+// times flash_head_dim_factor of m's head (MLA's keep the generation's).
+AttentionEfficiency flash_attention_efficiency(const GpuSpec& gpu, const ModelSpec& m);
 // The rates of a head of `head_dim` against the 128-wide head those are quoted at (1 for 128).
 AttentionEfficiency flash_head_dim_factor(std::int64_t head_dim);
 
