@@ -218,7 +218,7 @@ int cmd_plan(const std::vector<std::string>& args) {
 }
 
 int cmd_validate_published(const std::vector<std::string>& args) {
-  std::string cases_file, json_out, markdown_out;
+  std::string cases_file, json_out, markdown_out, scenario_of;
   std::vector<std::string> settings;
   CaseSelection selection;
   std::string split;  // empty: not given
@@ -237,6 +237,9 @@ int cmd_validate_published(const std::vector<std::string>& args) {
                     "only the cases of family F (repeatable), e.g. --family vtrain")(
       "json", po::value(&json_out), "write the results as JSON to FILE (- = stdout)")(
       "markdown", po::value(&markdown_out), "write the results as a markdown table to FILE")(
+      "scenario-of", po::value(&scenario_of),
+      "print the scenario document of the case with this id (with every --set applied) and "
+      "simulate nothing: `zerosim simulate` or `memory` runs it, e.g. to see its breakdown")(
       "help,h", po::bool_switch(&help), "this help");
   parse(args, all, {});
   if (help) {
@@ -248,6 +251,14 @@ int cmd_validate_published(const std::vector<std::string>& args) {
     return 0;
   }
   if (jobs < 0) throw InputError("--jobs", "must be at least 1, got " + std::to_string(jobs));
+  if (!scenario_of.empty()) {
+    std::cout << case_scenario_of(
+                     cases_file.empty() ? bundled_cases() : read_json_file(cases_file, "--cases"),
+                     scenario_of, settings)
+                     .dump(1)
+              << "\n";
+    return 0;
+  }
   // The default run leaves out the bundled families too large to run every time; a file of
   // one's own runs whole.
   selection.default_run = cases_file.empty() && split.empty() && selection.families.empty();

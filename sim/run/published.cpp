@@ -210,6 +210,22 @@ json bundled_cases() {
   return all;
 }
 
+json case_scenario_of(const json& cases_doc, const std::string& id,
+                      const std::vector<std::string>& settings) {
+  const json& cases = cases_of(cases_doc);
+  std::vector<std::string> ids;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const json& c = cases[i];
+    if (!c.is_object() || !c.contains("id") || !c["id"].is_string()) continue;
+    ids.push_back(c["id"].get<std::string>());
+    if (ids.back() != id) continue;
+    json doc = case_scenario(c, "cases[" + std::to_string(i) + "]");
+    for (const auto& setting : settings) apply_setting(doc, setting);
+    return doc;
+  }
+  throw InputError("--scenario-of", "no case '" + id + "'" + did_you_mean(id, ids));
+}
+
 PublishedSummary validate_published(const json& cases_doc, const std::vector<std::string>& settings,
                                     int jobs) {
   const json& cases = cases_of(cases_doc);

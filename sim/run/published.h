@@ -84,6 +84,11 @@ struct PublishedSummary {
 // The cases bundled with zerosim (validate/cases/*.json but split.json, compiled in), every family.
 nlohmann::json bundled_cases();
 
+// The scenario document of the case `id` of `cases_doc`, with `settings` (KEY=VALUE) applied, as
+// validate_published simulates it; InputError "--scenario-of" for an id that is not there.
+nlohmann::json case_scenario_of(const nlohmann::json& cases_doc, const std::string& id,
+                                const std::vector<std::string>& settings);
+
 // `settings` ("key=value", as --set) apply to every case, e.g. sim.network=analytical. The cases
 // run on `jobs` threads (0 = one per hardware thread); the summary does not depend on it.
 PublishedSummary validate_published(const nlohmann::json& cases_doc,

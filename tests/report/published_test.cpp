@@ -21,6 +21,8 @@
 #include "sim/core/error.h"
 #include "sim/report/published_report.h"
 #include "sim/run/published.h"
+#include "sim/run/simulate.h"
+#include "sim/scenario/scenario.h"
 #include "tests/report/published_predictions.h"
 
 namespace zerosim {
@@ -272,6 +274,30 @@ TEST(reportPublished, UserCasesAndTheReportKeys) {
   doc["cases"][0]["family"] = "megatron-sc21";
   doc["cases"][0]["measured"]["peak_memory_gb"] = -1;
   EXPECT_EQ(error_of([&] { (void)validate_published(doc); }), "cases[0].measured.peak_memory_gb");
+}
+
+// validate-published --scenario-of prints the document validate_published simulates: resolved
+// and simulated, it gives the case's prediction to the picosecond; an id not there is refused
+// with the nearest one.
+TEST(reportPublished, ScenarioOfACaseIsWhatTheCaseSimulates) {
+  json doc = bundled_cases();
+  json one = {{"format", doc["format"]}, {"cases", json::array()}};
+  for (const auto& c : doc["cases"]) {
+    if (c["id"] == "megatron-sc21-t1-1.7B") one["cases"].push_back(c);
+  }
+  ASSERT_EQ(one["cases"].size(), 1u);
+  const std::vector<std::string> settings = {"sim.network=analytical"};
+  const PublishedSummary s = validate_published(one, settings);
+  const json scenario = case_scenario_of(doc, "megatron-sc21-t1-1.7B", settings);
+  EXPECT_EQ(scenario["sim"]["network"], "analytical");
+  EXPECT_EQ(simulate_step(resolve_scenario(scenario)).report.step_time_s, s.cases[0].predicted_s);
+  try {
+    (void)case_scenario_of(doc, "megatron-sc21-t1-1.7b", {});
+    FAIL() << "a misspelt id was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "--scenario-of");
+    EXPECT_NE(std::string(e.what()).find("megatron-sc21-t1-1.7B"), std::string::npos);
+  }
 }
 
 json bundled_subset(const std::vector<std::string>& ids) {
