@@ -564,12 +564,14 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     replicated(sbh);
   }
   // The MLP's intermediates, 2 bytes per element of its width each: GeLU 2 of them, ReLU 1,
-  // gated 3 (above). An MoE layer, by the same rules: each token's top_k expert intermediates
-  // and the shared experts'; not split by TP (Megatron's experts see every token of the TP
-  // group): the permuted tokens (the experts' GEMM input, top_k copies of each token, 2 bytes)
-  // and the experts' outputs before the weighted combine (as many), and the router's fp32
-  // probabilities (4 bytes per token and expert) that the combine's and the softmax's backward
-  // read; split by tp / expert_tp when the EP groups span TP (each rank routes its own tokens).
+  // gated 3 (above; a gated activation's input, 1 byte under saves.activation_input_fp8). An MoE
+  // layer, by the same rules: each token's top_k expert intermediates and the shared experts';
+  // not split by TP (Megatron's experts see every token of the TP group): the permuted tokens
+  // (the experts' GEMM input, top_k copies of each token, `in` bytes), the scores applied to
+  // them (fp32, one per copy), a scored copy where the framework's multiply keeps one
+  // (saves.moe_scored_copy_bytes), and the router's fp32 probabilities (4 bytes per token and
+  // expert) that the softmax's backward reads; split by tp / expert_tp when the EP groups span
+  // TP (each rank routes its own tokens).
   // The last of them is the activation function's output (the second linear's input, `in`
   // bytes): the moe_act module recomputes the routed experts' (the shared experts' stays); the
   // mlp module replays a dense MLP from its input, keeping none of them.
@@ -582,7 +584,8 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
              static_cast<double>(m.moe.shared_ffn_hidden_size));
   }
   if (!(modules.mlp && !moe)) {
-    for (int i = 0; i < intermediates - 1; ++i) split(2.0 * width);
+    const double act_in = saves.activation_input_fp8 ? 1.0 : 2.0;
+    for (int i = 0; i < intermediates - 1; ++i) split(act_in * width);
     if (saves.eager_gated_activation && gated(m)) split(2.0 * width);  // act(gate), for the multiply
     if (moe && modules.moe_act) {
       if (m.moe.shared_ffn_hidden_size > 0)
@@ -595,7 +598,8 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     const double k = static_cast<double>(m.moe.top_k);
     const double own = static_cast<double>(tp / expert_tp);
     whole(in * k * sbh / own);
-    whole(2.0 * k * sbh / own);
+    if (saves.moe_scored_copy_bytes > 0) whole(saves.moe_scored_copy_bytes * k * sbh / own);
+    whole(4.0 * k * s * b / own);
     whole(4.0 * s * b * static_cast<double>(m.moe.num_experts) / own);
   }
   if (m.is_mla()) {

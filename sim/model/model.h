@@ -44,6 +44,16 @@ struct LayerSaves {
   // of it alive) while the keys and values are rotated in a new concatenated tensor: K and V are
   // held twice. Not with GQA, whose query, keys and values are copies of their own.
   bool mha_qkv_held_whole = false;
+  // An MoE layer's routed tokens (top_k copies of each) as the multiply by the router's scores
+  // keeps them for the scores' gradient, bytes per element; 0 where the scores are applied inside
+  // the experts' fused activation, which keeps only its input and the scores (Megatron-core since
+  // core_v0.13.0, 2659630721, 2025-04: weighted_bias_swiglu, the combine's unpermute a
+  // scatter-add that keeps no tensor). Either way the scores, fp32, one per copy, are kept.
+  int moe_scored_copy_bytes = 0;
+  // Megatron-core --activation-func-fp8-input-store: the fused SwiGLU keeps its input (the first
+  // linear's output) in FP8, one byte per element instead of two (fused_bias_swiglu.py; dense
+  // MLPs, routed and shared experts alike).
+  bool activation_input_fp8 = false;
 };
 
 std::string to_string(MlpKind k);       // "gelu", "swiglu", "relu", "geglu"

@@ -35,6 +35,10 @@ FrameworkPolicy fsdp_policy(const Scenario& s, int /*stage*/) {
   // torchtitan's model code runs op by op in eager PyTorch unless torch.compile fuses its
   // elementwise ops (training.compile; ElementwiseOps::Eager, counted in layer_forward_work).
   p.layer.elementwise = s.training.torch_compile ? ElementwiseOps::Fused : ElementwiseOps::Eager;
+  // Its MoE multiplies an fp32 copy of the routed tokens by the router's scores, before the
+  // experts or after them (score_before_experts; token_dispatcher.py combine at b5bcd76), and
+  // autograd keeps that copy for the scores' gradient.
+  p.layer.saves.moe_scored_copy_bytes = 4;
   return p;
 }
 

@@ -52,6 +52,7 @@ FrameworkPolicy megatron_policy(const Scenario& s, int stage) {
   // per parameter, 4 + 16/d with the distributed optimizer). Apex/TE FusedAdam keeps no
   // temporaries.
   p.memory.step_bytes_per_element = fp32_grads ? 0 : 4;
+  p.layer.saves.activation_input_fp8 = s.parallel.activation_func_fp8_input_store;
   p.host = megatron_gpt_layer_host_ops();
   count_megatron_core_moe_ops(s, p.host);
   return p;

@@ -98,12 +98,18 @@ Template StageBuilder::build() {
     // TP, 32 s b h bytes against the 34 s b h its saved activations take (Korthikanti et al.
     // 2022), which is why ZB-H1 stays within 1F1B's memory (Qi et al., ICLR 2024, section 2.1).
     // ASSUMPTION: under sequence parallelism the gathered inputs are kept whole.
-    auto held = [](const LayerWork& w, bool attention) {
+    // Under FP8 (a block's GEMMs all run in FP8, work_kernels.cpp run_in_fp8), Transformer
+    // Engine's linears defer their weight gradient with the quantized input and output gradient
+    // the wgrad GEMM reads (linear.py, grouped_linear.py: wgrad_store holds both), one byte per
+    // element; ASSUMPTION: the recipes' scales beside them (one per 32 or 128 elements, 3 %
+    // more) are not counted, as for the saved inputs.
+    const double element = s_.fp8_linear_inputs_saved() ? 1.0 : 2.0;
+    auto held = [element](const LayerWork& w, bool attention) {
       double bytes = 0;
       for (std::size_t g = 0; g < w.gemms.size(); ++g) {
         if ((g < w.attention_gemms) != attention) continue;
         const Gemm& x = w.gemms[g];
-        bytes += 2.0 * static_cast<double>(x.count) * static_cast<double>(x.m) *
+        bytes += element * static_cast<double>(x.count) * static_cast<double>(x.m) *
                  static_cast<double>(x.k + x.n);
       }
       return static_cast<Bytes>(bytes);

@@ -590,6 +590,13 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
       "Megatron-core --recompute-modules, with recompute selective: core_attn (the default), "
       "layernorm, moe_act, mla_up_proj, mlp (dense layers); moe and shared_experts are read and "
       "warned about (not simulated)").in_cases("parallel.recompute_modules"));
+  t.push_back(megatron_only(bool_key("parallel.activation_func_fp8_input_store", false,
+                                     "Megatron-core --activation-func-fp8-input-store: the fused "
+                                     "SwiGLU keeps its input for backward in FP8, 1 byte per "
+                                     "element instead of 2 (dense MLPs and experts; needs "
+                                     "framework megatron and a SwiGLU model)",
+                                     FIELD(parallel.activation_func_fp8_input_store)))
+                  .in_cases("parallel.activation_func_fp8_input_store"));
   t.push_back(enum_key("parallel.framework", "deepspeed", kFrameworkNames,
                        "whose schedule to mirror", FIELD(parallel.framework))
                   .flag("framework", "deepspeed, megatron, fsdp or nanotron")

@@ -500,6 +500,14 @@ void recompute_rules(const Scenario& s, const Given& given) {
                      "is Megatron-core's --recompute-modules: needs parallel.framework megatron "
                      "and parallel.recompute selective");
   }
+  // Megatron-core raises for any other activation (transformer_config.py __post_init__).
+  if (s.parallel.activation_func_fp8_input_store &&
+      (s.parallel.framework != Framework::Megatron || s.model.mlp != MlpKind::Swiglu)) {
+    throw InputError("parallel.activation_func_fp8_input_store",
+                     "is Megatron-core's --activation-func-fp8-input-store, supported for SwiGLU "
+                     "only: needs parallel.framework megatron and model.mlp swiglu (model '" +
+                         s.model.name + "' has " + to_string(s.model.mlp) + ")");
+  }
   // DeepSpeed's CheckpointFunction (runtime/activation_checkpointing/checkpointing.py) handles
   // the checkpoints of full recomputation: its options need both.
   const auto deepspeed_checkpoints = [&](const char* key, const char* verb) {

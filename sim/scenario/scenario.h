@@ -206,6 +206,8 @@ struct ParallelConfig {
   bool partition_activations = false;
   // With recompute selective: Megatron-core's --recompute-modules (core_attn alone by default).
   RecomputeModules recompute_modules;
+  // Megatron-core --activation-func-fp8-input-store: the SwiGLU's saved input in FP8.
+  bool activation_func_fp8_input_store = false;
   Framework framework = Framework::DeepSpeed;
   bool overlap_grad_reduce = false;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather

@@ -260,17 +260,40 @@ TEST(moeModels, ExpertGemmsSplitTokensByRoutingAndWidthsByTp) {
 
 // Activations of an MoE layer (Korthikanti et al.'s rules, model.cpp): with experts as wide as the
 // dense MLP and top_k = 1 of 1 expert, the layer keeps the dense layer's activations plus the
-// routing's own: the permuted tokens and the experts' outputs (2 x 2 bytes x s x b x h) and
-// the router's fp32 probabilities (4 bytes per token and expert).
+// routing's own: the permuted tokens (2 bytes x s x b x h), the fp32 score of each routed copy
+// (4 bytes per token) and the router's fp32 probabilities (4 bytes per token and expert). As
+// Megatron-core applies the scores inside the experts' fused activation, the combine keeps no
+// copy of the experts' outputs; torchtitan's fp32 score multiply keeps one (4 bytes x s x b x h).
 TEST(moeModels, OneExpertLayerKeepsTheDenseActivationsPlusTheRouting) {
   ModelSpec m = model_preset("llama2-7b", "model");
   m.moe.num_experts = 1;
   m.moe.top_k = 1;
   m.moe.expert_ffn_hidden_size = m.ffn_hidden_size;
-  const double sbh = 2.0 * 4096 * 4096;
+  const double sb = 2.0 * 4096, sbh = sb * 4096;
   const double dense = activation_bytes_per_layer(m, 2, 1, false, Recompute::None, true, false);
   const double moe = activation_bytes_per_layer(m, 2, 1, false, Recompute::None, true, true);
-  EXPECT_DOUBLE_EQ(moe - dense, 4.0 * sbh + 4.0 * 2 * 4096);
+  EXPECT_DOUBLE_EQ(moe - dense, 2.0 * sbh + 4.0 * sb + 4.0 * sb);
+  LayerSaves torchtitan;
+  torchtitan.moe_scored_copy_bytes = 4;
+  const double scored = activation_bytes_per_layer(m, 2, 1, false, Recompute::None, true, true, 1,
+                                                   0, {}, false, torchtitan);
+  EXPECT_DOUBLE_EQ(scored - moe, 4.0 * sbh);
+}
+
+// Megatron-core's --activation-func-fp8-input-store: the SwiGLU's input (the gate and up halves,
+// 2 x s x b x ffn elements, and an MoE layer's top_k expert copies and shared expert) in one byte
+// instead of two; nothing else moves.
+TEST(moeModels, Fp8ActivationInputStoreHalvesTheSwigluInput) {
+  const ModelSpec m = model_preset("deepseek-v3", "model");
+  const double sb = 4096;
+  LayerSaves fp8;
+  fp8.activation_input_fp8 = true;
+  auto bytes = [&](bool moe, LayerSaves saves) {
+    return activation_bytes_per_layer(m, 1, 1, false, Recompute::None, true, moe, 1, 0, {}, false,
+                                      saves);
+  };
+  EXPECT_DOUBLE_EQ(bytes(false, {}) - bytes(false, fp8), 2.0 * sb * 18432);
+  EXPECT_DOUBLE_EQ(bytes(true, {}) - bytes(true, fp8), 2.0 * sb * (8 * 2048 + 2048));
 }
 
 // The inline form carries the experts and MLA, and the echo of every MoE config reads back.

@@ -201,13 +201,14 @@ TEST(expertParallel, ExpertTp1GemmsAndActivations) {
   }
   for (const Gemm& g : b.gemms) fb += g.expert ? g.flops() : 0;
   EXPECT_DOUBLE_EQ(fa, fb);
-  // The routed tokens, the experts' outputs (2 x top_k x s x b x h bytes each) and the router's
-  // fp32 probabilities (4 x s x b x E) are each rank's own under expert TP 1: half of them.
+  // The routed tokens (2 x top_k x s x b x h bytes), their fp32 scores (4 x top_k x s x b) and
+  // the router's fp32 probabilities (4 x s x b x E) are each rank's own under expert TP 1: half
+  // of them.
   auto bytes = [](std::int64_t expert_tp) {
     return activation_bytes_per_layer(resolve_scenario(folded_doc(8, 4, 4)).model, 1, 2, true,
                                       Recompute::None, true, true, 1, expert_tp);
   };
-  EXPECT_NEAR(bytes(2) - bytes(1), (2 * 2.0 * 2 * 128 * 64 + 4.0 * 128 * 4) / 2, 1e-6);
+  EXPECT_NEAR(bytes(2) - bytes(1), (2.0 * 2 * 128 * 64 + 4.0 * 2 * 128 + 4.0 * 128 * 4) / 2, 1e-6);
 }
 
 // The folded plan (one DP index standing for all) costs the expert groups across TP as the full

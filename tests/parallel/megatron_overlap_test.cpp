@@ -242,6 +242,28 @@ TEST(MegatronOverlap, RecomputeModulesAreMegatronCoresNames) {
   EXPECT_EQ(input_error_key(doc), "parallel.recompute_modules");
 }
 
+// parallel.activation_func_fp8_input_store: Megatron-core's, for SwiGLU only (it raises for any
+// other activation). Each of the 4 layers keeps its SwiGLU input, 2 x s x b x ffn elements, in one
+// byte instead of two: the activations' maximum, at the end of the forward, lower by that much
+// per layer.
+TEST(MegatronOverlap, Fp8ActivationInputStoreIsMegatronsForSwiglu) {
+  json doc = tiny_doc(2, {{"stage", 1}}, 1);
+  doc["model"] = {{"preset", "llama2-7b"}, {"num_layers", 4}};
+  doc["parallel"]["framework"] = "megatron";
+  const Simulation base = simulate_step(resolve_scenario(doc));
+  doc["parallel"]["activation_func_fp8_input_store"] = true;
+  const Simulation fp8 = simulate_step(resolve_scenario(doc));
+  const auto activations = [](const Simulation& sim) {
+    return sim.report.memory.category_max[static_cast<int>(MemCategory::Activations)];
+  };
+  EXPECT_EQ(activations(base) - activations(fp8), 4 * 2 * 4096 * 11008);
+  doc["parallel"]["framework"] = "deepspeed";
+  EXPECT_EQ(input_error_key(doc), "parallel.activation_func_fp8_input_store");
+  doc["parallel"]["framework"] = "megatron";
+  doc["model"] = {{"preset", "gpt3-1.3b"}, {"num_layers", 4}};
+  EXPECT_EQ(input_error_key(doc), "parallel.activation_func_fp8_input_store");
+}
+
 // Replaying a dense MLP (mlp) lengthens the backward by the MLP's forward and shortens what
 // each layer keeps: the step is slower and the activations' peak lower than core_attn alone.
 TEST(MegatronOverlap, RecomputingTheMlpCostsItsForwardAndSavesItsIntermediates) {

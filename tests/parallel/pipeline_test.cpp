@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 #include "sim/run/simulate.h"
 #include "sim/scenario/scenario.h"
@@ -162,6 +163,29 @@ TEST(parallelPipeline, ZeroBubbleH1BubbleIsPMinusOneTimesTfPlusTbMinusTw) {
           << "p " << p << " m " << m;
     }
   }
+}
+
+// A split backward defers each GEMM's weight gradient with the two operands it reads: the GEMM's
+// input and its output's gradient, m x (k + n) elements. The pipeline model's layer (h 64, ffn
+// 256, 128 tokens): attention QKV [64 -> 192] and output [64 -> 64], 128 x 384 elements; MLP
+// [64 -> 256] and [256 -> 64], 128 x 640. Two bytes each in bf16; under FP8 one, as Transformer
+// Engine's linears keep the quantized input and output gradient for the deferred wgrad.
+TEST(parallelPipeline, ZeroBubbleDefersEachGemmsInputAndOutputGradient) {
+  auto held = [](const std::string& precision) {
+    json doc = pipeline_doc(2, 4, 1, "zero-bubble");
+    doc["cluster"]["preset"] = "dgx-h100";
+    doc["training"]["precision"] = precision;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    std::set<Bytes> sizes;
+    for (const Op& op : tp.plan.ops) {
+      if (op.kind == OpKind::Alloc && op.rank == 0 &&
+          tp.plan.names[op.name].find("weight-gradient inputs") != std::string::npos)
+        sizes.insert(op.bytes);
+    }
+    return sizes;
+  };
+  EXPECT_EQ(held("bf16"), (std::set<Bytes>{2 * 128 * 384, 2 * 128 * 640}));
+  EXPECT_EQ(held("fp8"), (std::set<Bytes>{128 * 384, 128 * 640}));
 }
 
 TEST(parallelPipeline, DualPipeBubblesAreTheDualPipeReadmes) {
