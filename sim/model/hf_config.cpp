@@ -46,8 +46,9 @@ const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3
 
 // Fields that change neither parameters, FLOPs nor bytes moved, accepted without a word, each with
 // why: labels and token ids; numerics (norm epsilons, initialisation, rope frequencies and
-// scaling, softmax in fp32, Llama's pretraining_tp slicing); dropout rates (the activation model
-// keeps the masks whatever the rate, as Korthikanti et al. count them); kernel fusions
+// scaling, softmax in fp32, Llama's pretraining_tp slicing); the embedding's and classifier
+// heads' dropout rates (a mask of the first stage's embedding output, one byte per element, not
+// counted; the residual and attention rates are read, read_dropout); kernel fusions
 // (Megatron-DeepSpeed's BLOOM flags); where the residual is taken
 // (apply_residual_connection_post_layernorm); rotary on part of each head (rotary_pct,
 // partial_rotary_factor: HF rotates a slice and concatenates, so Q and K are rewritten whole,
@@ -60,8 +61,7 @@ const std::vector<std::string> kCostFree = {
     "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
     "rope_scaling", "rotary_emb_base", "rotary_pct", "partial_rotary_factor",
     "original_max_position_embeddings", "pretraining_tp", "attention_softmax_in_fp32",
-    "attention_dropout", "hidden_dropout", "attn_pdrop", "embd_pdrop", "resid_pdrop",
-    "classifier_dropout", "masked_softmax_fusion", "bias_dropout_fusion", "skip_bias_add",
+    "embd_pdrop", "classifier_dropout", "masked_softmax_fusion", "bias_dropout_fusion", "skip_bias_add",
     "skip_bias_add_qkv", "slow_but_exact", "offset_alibi",
     "apply_residual_connection_post_layernorm", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
@@ -198,6 +198,25 @@ void default_seq_length(ModelSpec& m, const std::string& key_path, const FieldKe
 
 // The sizes. GPT-2, BLOOM and Falcon spell them their own way; HF maps the spellings
 // (attribute_map).
+// Dropout rates, which decide whether masks are kept (activation_tensors_per_layer): the
+// residual branches' (hidden_dropout; GPT-2 and Phi call it resid_pdrop) and the attention
+// probabilities' (attention_dropout, attn_pdrop), each at its transformers config class's default
+// when absent: GPT2Config 0.1, every other class here 0.0 (the Llama-like classes have no hidden
+// dropout at all).
+void read_dropout(HfConfig& c, HfFamily family, ModelSpec& m) {
+  const double fallback = family == HfFamily::Gpt2 ? 0.1 : 0.0;
+  auto probability = [&](const std::vector<std::string>& names) {
+    std::string used;
+    const json* v = c.get_any(names, used);
+    if (!v) return fallback;
+    if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() < 1))
+      throw InputError(c.path(used), "must be a dropout probability in [0, 1), got " + v->dump());
+    return v->get<double>();
+  };
+  m.hidden_dropout = probability({"hidden_dropout", "resid_pdrop"});
+  m.attention_dropout = probability({"attention_dropout", "attn_pdrop"});
+}
+
 void read_sizes(HfConfig& c, HfFamily family, ModelSpec& m, FieldKeys& keys) {
   using Names = std::vector<std::string>;
   const bool gpt_names = family == HfFamily::Gpt2 || family == HfFamily::Bloom;
@@ -335,6 +354,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   if (mla) read_hf_mla(c, m);
   m.qk_norm = type == "qwen3" || type == "qwen3_moe";  // Qwen3Attention's q_norm and k_norm
   m.attention_sinks = type == "gpt_oss";               // GptOssAttention's sinks
+  read_dropout(c, family, m);
 
   if (family == HfFamily::LlamaLike || family == HfFamily::GptNeox || family == HfFamily::Phi) {
     m.ffn_hidden_size = c.required({"intermediate_size"}, keys.ffn_hidden_size);

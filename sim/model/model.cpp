@@ -336,6 +336,7 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   //     (n norms per block: 4n sbh; one in a shared-norm parallel block, four in Gemma 2)
   //   2 dropout+residual-add (read x, residual; write
   //     y and a 1-byte mask)                            2 * (3 * 2B + 1B) sbh = 14 sbh bytes
+  //     (ASSUMPTION: the mask byte counted whatever model.hidden_dropout, 0 included)
   //   activation: GeLU/ReLU read + write sbf            2 * 2B * sbf          =  4 sbf bytes
   //               SwiGLU read gate, up; write product   3 * 2B * sbf          =  6 sbf bytes
   //   rotary (read + write Q and K)                     2 * 2B * sb(q + kvw)
@@ -559,7 +560,7 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     replicated(in * sbh);
     replicated(in * sbh);
   }
-  if (saves.dropout_masks) {
+  if (saves.dropout_masks && m.hidden_dropout > 0) {
     replicated(sbh);
     replicated(sbh);
   }
@@ -634,11 +635,14 @@ std::vector<double> activation_tensors_per_layer(const ModelSpec& m, std::int64_
     split(in * sbq);
   }
   if (!modules.core_attn && !flash_attention) {
-    // The scores: softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b.
+    // The scores: softmax output 2as^2b, its dropout mask as^2b, dropout output 2as^2b; without
+    // attention dropout the softmax output alone (AV reads it).
     const double as2b = static_cast<double>(m.num_attention_heads) * s * s * b;
     split(2.0 * as2b);
-    split(as2b);
-    split(2.0 * as2b);
+    if (m.attention_dropout > 0) {
+      split(as2b);
+      split(2.0 * as2b);
+    }
   }
   return out;
 }

@@ -35,7 +35,8 @@ struct RecomputeModules {
 // layer that activation_tensors_per_layer counts by default (Korthikanti et al. 2022).
 struct LayerSaves {
   // Megatron's bias-dropout-add keeps a 1-byte mask per element after the attention and after
-  // the MLP; a layer without dropout modules keeps none.
+  // the MLP when the model's hidden_dropout is above 0; a layer without dropout modules keeps
+  // none.
   bool dropout_masks = true;
   // A gated activation written as act(gate) * up in eager PyTorch: the multiply saves act's
   // output beside the gate and up halves, 2 bytes per ffn element more than a fused kernel.
@@ -139,6 +140,14 @@ struct ModelSpec {
   // A learned logit per head that each softmax row also normalises over (gpt-oss's sinks): one
   // parameter per head and layer.
   bool attention_sinks = false;
+  // Dropout probabilities: on the attention's and the MLP's outputs (Megatron's --hidden-dropout,
+  // Hugging Face's hidden_dropout / resid_pdrop) and on the attention probabilities
+  // (--attention-dropout, attention_dropout / attn_pdrop). At 0 PyTorch's dropout returns its
+  // input and keeps no mask (ATen Dropout.cpp, _dropout_impl). Default: Megatron-core's, 0.1 each
+  // (transformer_config.py); Megatron-Bridge sets 0 for the Llama, Qwen, DeepSeek and gpt-oss
+  // families, as their Hugging Face configs do.
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
   MoeSpec moe;
   MlaSpec mla;
   // Multi-token prediction modules (DeepSeek-V3, arXiv:2412.19437, Sec. 2.2; Megatron-core's

@@ -196,7 +196,8 @@ const std::vector<std::string> kObjectKeys = {
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
     "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
     "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
-    "layer_norms", "sliding_window", "qk_norm", "attention_sinks", "moe", "mla", "mtp_num_layers"};
+    "layer_norms", "sliding_window", "qk_norm", "attention_sinks", "moe", "mla", "mtp_num_layers",
+    "hidden_dropout", "attention_dropout"};
 
 // The integer and boolean fields of an object-valued key (moe, mla), each bound to its field.
 struct IntField {
@@ -421,6 +422,16 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_bool("qk_norm", m.qk_norm);
   set_bool("attention_sinks", m.attention_sinks);
   set_int("mtp_num_layers", m.mtp_num_layers);
+  // Training settings, not the architecture: the model keeps its name.
+  auto set_probability = [&](const char* k, double& field) {
+    if (const json* v = at(k)) {
+      if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() < 1))
+        throw InputError(path(k), "must be a dropout probability in [0, 1), got " + v->dump());
+      field = v->get<double>();
+    }
+  };
+  set_probability("hidden_dropout", m.hidden_dropout);
+  set_probability("attention_dropout", m.attention_dropout);
   overridden = read_moe_and_mla(obj, key_path, m, warnings) || overridden;
   if (!has_base) {
     if (!at("num_kv_heads")) m.num_kv_heads = m.num_attention_heads;
@@ -548,6 +559,10 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.mtp_num_layers != 0) j["mtp_num_layers"] = m.mtp_num_layers;
+  const ModelSpec megatron_defaults;
+  if (m.hidden_dropout != megatron_defaults.hidden_dropout) j["hidden_dropout"] = m.hidden_dropout;
+  if (m.attention_dropout != megatron_defaults.attention_dropout)
+    j["attention_dropout"] = m.attention_dropout;
   if (m.is_moe()) {
     const MoeSpec& e = m.moe;
     j["moe"] = {{"num_experts", e.num_experts},

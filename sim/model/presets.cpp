@@ -29,6 +29,7 @@ ModelSpec gpt3(const std::string& name, std::int64_t layers, std::int64_t hidden
   m.position = PositionKind::Learned;
   m.tied_embeddings = true;
   m.qkv_bias = m.attention_output_bias = m.mlp_bias = true;
+  // Dropout: the paper gives none; Megatron-LM's GPT default, 0.1 each (ModelSpec's).
   m.source = "Brown et al. 2020, Language Models are Few-Shot Learners (arXiv:2005.14165), Table 2.1" +
              note;
   return m;
@@ -53,6 +54,7 @@ ModelSpec llama(const std::string& name, std::int64_t layers, std::int64_t hidde
   m.position = PositionKind::Rotary;
   m.tied_embeddings = false;
   m.qkv_bias = m.attention_output_bias = m.mlp_bias = false;
+  m.hidden_dropout = m.attention_dropout = 0;  // no dropout modules (the HF configs' 0.0)
   m.source = source;
   return m;
 }
@@ -83,6 +85,7 @@ ModelSpec bloom_176b() {
   m.tied_embeddings = true;
   m.qkv_bias = m.attention_output_bias = m.mlp_bias = true;
   m.embedding_norm = true;
+  m.hidden_dropout = m.attention_dropout = 0;  // bigscience/bloom config.json: 0.0 each
   m.source =
       "BigScience 2022, BLOOM (arXiv:2211.05100), Table 3 (70 layers, d 14336, 112 heads, seq 2048, "
       "vocab 250880 padded, ALiBi, embedding LayerNorm) and bigscience/bloom config.json";

@@ -39,6 +39,8 @@ FrameworkPolicy fsdp_policy(const Scenario& s, int /*stage*/) {
   // experts or after them (score_before_experts; token_dispatcher.py combine at b5bcd76), and
   // autograd keeps that copy for the scores' gradient.
   p.layer.saves.moe_scored_copy_bytes = 4;
+  // Its models (models/llama3, deepseek_v3) have no dropout modules: no masks whatever the rate.
+  p.layer.saves.dropout_masks = false;
   return p;
 }
 

@@ -329,6 +329,26 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+// Dropout rates decide whether masks are kept: phi-2's config gives resid_pdrop 0.1 and
+// attention_dropout 0.0; Llama 2's none (LlamaConfig: no hidden dropout, attention 0.0); a GPT-2
+// config without them takes GPT2Config's 0.1 each; a rate outside [0, 1) is refused by name.
+TEST(hfFields, DropoutRatesAreReadWithTheirClassDefaults) {
+  const Read phi = read_json_config(config_json("phi-2.json"));
+  EXPECT_DOUBLE_EQ(phi.m.hidden_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(phi.m.attention_dropout, 0.0);
+  const Read llama = read_json_config(config_json("llama-2-7b.json"));
+  EXPECT_DOUBLE_EQ(llama.m.hidden_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(llama.m.attention_dropout, 0.0);
+  json gpt2 = {{"model_type", "gpt2"}, {"n_embd", 768}, {"n_head", 12}, {"n_layer", 12},
+               {"n_positions", 1024}, {"vocab_size", 50257}};
+  const Read plain = read_json_config(gpt2);
+  EXPECT_DOUBLE_EQ(plain.m.hidden_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(plain.m.attention_dropout, 0.1);
+  gpt2["attn_pdrop"] = 1.5;
+  const std::string bad = refusal([&] { (void)model_from_hf_config(gpt2, "hf"); });
+  EXPECT_TRUE(starts_with(bad, "hf.attn_pdrop: ")) << bad;
+}
+
 TEST(hfFields, CrossAttentionAndForeignActivationsAreRefused) {
   const json gpt2 = {{"model_type", "gpt2"}, {"n_embd", 768}, {"n_head", 12}, {"n_layer", 12},
                      {"n_positions", 1024}, {"vocab_size", 50257}, {"add_cross_attention", true}};

@@ -120,6 +120,25 @@ TEST(modelJson, PresetWithOverrides) {
   EXPECT_EQ(named.name, "mine");
 }
 
+// Dropout rates are training settings on the model: Megatron-core's 0.1 each for an inline
+// object, the base's for a preset (Llama 3: none), given ones replacing them without renaming the
+// model; they echo back.
+TEST(modelJson, DropoutRates) {
+  const ModelSpec inline_model = model_from_json(
+      json{{"num_layers", 2}, {"hidden_size", 256}, {"num_attention_heads", 8},
+           {"vocab_size", 1000}, {"seq_length", 128}},
+      "model");
+  EXPECT_DOUBLE_EQ(inline_model.hidden_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(inline_model.attention_dropout, 0.1);
+  const ModelSpec llama = model_from_json(json{{"preset", "llama3-8b"}}, "model");
+  EXPECT_DOUBLE_EQ(llama.hidden_dropout, 0.0);
+  const ModelSpec given =
+      model_from_json(json{{"preset", "llama3-8b"}, {"hidden_dropout", 0.1}}, "model");
+  EXPECT_DOUBLE_EQ(given.hidden_dropout, 0.1);
+  EXPECT_EQ(given.name, "llama3-8b");
+  EXPECT_EQ(model_from_json(model_to_json(given), "model"), given);
+}
+
 // Runs `f`, expecting an InputError whose key path is `key_path` and whose message contains
 // `needle`.
 void expect_input_error(const std::function<void()>& f, const std::string& key_path,
@@ -138,6 +157,15 @@ void expect_input_error(const std::function<void()>& f, const std::string& key_p
 json base_inline() {
   return json::parse(R"({"num_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
     "vocab_size": 1000, "seq_length": 128})");
+}
+
+TEST(modelJsonErrors, DropoutIsAProbability) {
+  json j = base_inline();
+  j["hidden_dropout"] = 1.0;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.hidden_dropout", "[0, 1)");
+  j = base_inline();
+  j["attention_dropout"] = "0.1";
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.attention_dropout", "[0, 1)");
 }
 
 TEST(modelJsonErrors, UnknownPresetSuggestsClosest) {

@@ -197,8 +197,10 @@ TEST(modelFlops, NanotronsLayerCopiesQkvAndRunsSwigluEagerly) {
 }
 
 TEST(modelActivations, SwigluAndGqaRecount) {
-  // Llama-3-8B: Q 2sbh, K and V 2sb*kvw each (kvw = 1024), SwiGLU intermediates 6sbf.
-  const ModelSpec m = model_preset("llama3-8b", "model");
+  // Llama-3-8B trained with dropout (Megatron-LM's default 0.1): Q 2sbh, K and V 2sb*kvw each
+  // (kvw = 1024), SwiGLU intermediates 6sbf.
+  ModelSpec m = model_preset("llama3-8b", "model");
+  m.hidden_dropout = 0.1;
   const double s = m.seq_length, h = m.hidden_size, f = m.ffn_hidden_size, k = 8 * 128;
   const double expected = 4 * s * h                          // norm inputs
                           + 2 * s * h + 2 * s * h + 4 * s * k  // QKV input, Q, K, V
@@ -208,6 +210,24 @@ TEST(modelActivations, SwigluAndGqaRecount) {
   // With TP the 10sbh replicated part stays whole.
   EXPECT_DOUBLE_EQ(activation_bytes_per_layer(m, 1, 4, false, Recompute::Selective, true),
                    10 * s * h + (expected - 10 * s * h) / 4);
+  // As Llama 3 is trained (the preset: no dropout), PyTorch's dropout at p = 0 keeps no mask:
+  // 2sbh less, all of it from the replicated part.
+  const ModelSpec preset = model_preset("llama3-8b", "model");
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(preset, 1, 1, false, Recompute::Selective, true),
+                   expected - 2 * s * h);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(preset, 1, 4, false, Recompute::Selective, true),
+                   8 * s * h + (expected - 10 * s * h) / 4);
+}
+
+// Without flash attention the scores keep the softmax output, its dropout mask and the dropout's
+// output (5as^2b, Korthikanti et al.); at attention_dropout 0 the softmax output alone (2as^2b).
+TEST(modelActivations, ScoresWithoutAttentionDropoutKeepTheSoftmaxOutputAlone) {
+  ModelSpec m = model_preset("gpt3-1.3b", "model");
+  const double s = m.seq_length, a = m.num_attention_heads;
+  const double with = activation_bytes_per_layer(m, 1, 1, false, Recompute::None, false);
+  m.attention_dropout = 0;
+  EXPECT_DOUBLE_EQ(with - activation_bytes_per_layer(m, 1, 1, false, Recompute::None, false),
+                   3 * a * s * s);
 }
 
 // nanotron's Llama layer (models/llama.py), its saved tensors counted from its autograd: the two
