@@ -70,14 +70,18 @@ TEST(reportDeviceMemory, LossChainPerFramework) {
 }
 
 TEST(reportDeviceMemory, LayerActivationsAndLossTemporariesAreTensorsForTheAllocator) {
-  // Each layer's activations reach the caching allocator as the model's tensors, which sum to
-  // the allocation; torchtitan's loss allocates its 16-bit logits and fp32 copy as two tensors
-  // (2 and 4 bytes per logit), its backward two fp32 gradients.
+  // Each layer's activations reach the caching allocator as the model's tensors (as torchtitan's
+  // layer keeps them: no dropout masks), which sum to the allocation; torchtitan's loss
+  // allocates its 16-bit logits and fp32 copy as two tensors (2 and 4 bytes per logit), its
+  // backward two fp32 gradients.
   Scenario s = resolve_scenario(doc("fsdp", 1, 3));
   const TrainingPlan tp = build_training_plan(s, true);
+  LayerSaves torchtitan;
+  torchtitan.dropout_masks = false;
   const std::vector<double> tensors = activation_tensors_per_layer(
       s.model, s.training.micro_batch_size, s.parallel.tp, s.parallel.sequence_parallel,
-      s.parallel.recompute, s.training.flash_attention, false, s.parallel.cp);
+      s.parallel.recompute, s.training.flash_attention, false, s.parallel.cp, 0, {}, false,
+      torchtitan);
   int layers = 0;
   std::multiset<Bytes> forward, backward;
   for (const Op& op : tp.plan.ops) {
