@@ -379,15 +379,21 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
     deps.push_back(
         expert_exchange(b.prev, Exchange::CombineBackward, unit_op_name(unit, "bwd") + suffix));
   }
-  const bool split = input_only && is_layer_backward(unit.backward);
+  // Megatron-core's --delay-wgrad-compute in the combined 1F1B: a layer block's weight gradient
+  // runs after its input gradient, which the next exchange waits for alone
+  // (TransformerLayerSchedulePlan.run: mlp.backward, then mlp.backward_dw after the dispatch is
+  // issued; the attention's backward_dw after its backward).
+  const bool delayed =
+      b.combined && s_.parallel.delay_wgrad_compute && is_layer_backward(unit.backward);
+  const bool split = (input_only || delayed) && is_layer_backward(unit.backward);
   const bool at_input_linear =
-      b.part == BackwardPart::Whole && splits_at_input_linear(s_, unit.backward);
+      !delayed && b.part == BackwardPart::Whole && splits_at_input_linear(s_, unit.backward);
   const std::int32_t block_start = b.prev;
   b.prev = e_.compute(unit.backward, Phase::Backward, unit_op_name(unit, "bwd") + suffix, deps,
                       split             ? BackwardPart::Input
                       : at_input_linear ? BackwardPart::BeforeInputLinear
                                         : BackwardPart::Whole);
-  if (split && weight_grad_bytes(unit) > 0) {
+  if (input_only && split && weight_grad_bytes(unit) > 0) {
     e_.alloc(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
   }
   if (context) context_exchange_after(true, b.prev, exchange, unit_op_name(unit, "bwd") + suffix);
@@ -419,6 +425,13 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
     tp_collectives(tp_after(unit, block_start, b.prev), unit_op_name(unit, "bwd"), unit,
                    true);
   }
+  // The delayed weight gradient: next on the compute stream; the unit's gradients are ready
+  // after it, the pass's input gradient (b.prev) before it.
+  std::int32_t gradients_ready = b.prev;
+  if (delayed) {
+    gradients_ready = e_.compute(unit.backward, Phase::Backward,
+                                 unit_op_name(unit, "wgrad") + suffix, {}, BackwardPart::Weight);
+  }
   if (head) {
     e_.free_op(MemCategory::Activations, logits_saved_, "logits");
     for (Bytes t : loss_backward_temporaries_) {
@@ -437,7 +450,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   if (stage3 && zero3_.release_after(b.chunk, zero3_.backward_use(b.chunk, i))) {
     e_.free_op(MemCategory::Buffers, zero3_.gathered_bytes(unit), "gathered " + unit.label);
   }
-  if (b.hooks) unit_hooks(unit, b.prev);
+  if (b.hooks) unit_hooks(unit, gradients_ready);
   if (zs >= 2 && !input_only) {
     e_.free_op(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label);
   }

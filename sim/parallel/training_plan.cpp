@@ -28,6 +28,7 @@ double ring_bytes_sent(CollectiveKind kind, int n, Bytes bytes) {
 }
 
 bool splits_backward(const Scenario& s) {
+  if (s.parallel.delay_wgrad_compute) return true;  // with the combined 1F1B (resolve.cpp)
   return s.parallel.pp > 1 && (s.parallel.pipeline_schedule == PipelineSchedule::ZeroBubble ||
                                s.second_chunk_returns());
 }

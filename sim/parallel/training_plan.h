@@ -140,8 +140,9 @@ TrainingPlan build_training_plan(const Scenario& s, bool fold = false);
 // the DP ranks of one node. 1 when the scenario needs none.
 int dp_subgroup_size(const Scenario& s);
 
-// Whether the step's pipeline schedule splits each layer block's backward into its B and W
-// passes (zero-bubble, dualpipe or dualpipev, with more than one stage).
+// Whether the step splits each layer block's backward into its B and W passes: the pipeline
+// schedule (zero-bubble, dualpipe or dualpipev, with more than one stage) or Megatron-core's
+// delay_wgrad_compute.
 bool splits_backward(const Scenario& s);
 
 // Bytes one rank sends in a ring collective of `kind` over n ranks with buffer size `bytes`

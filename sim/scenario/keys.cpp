@@ -652,6 +652,14 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                        "virtual_stages > 1)",
                        FIELD(parallel.overlap_moe_expert_parallel_comm))
                   .in_cases("parallel.overlap_moe_expert_parallel_comm"));
+  t.push_back(megatron_only(bool_key("parallel.delay_wgrad_compute", false,
+                                     "Megatron-core --delay-wgrad-compute (Bridge's "
+                                     "comm_overlap.delay_wgrad_compute), with "
+                                     "overlap_moe_expert_parallel_comm: in the combined 1F1B "
+                                     "each layer block's weight gradient runs after its input "
+                                     "gradient, which the next all-to-all waits for alone",
+                                     FIELD(parallel.delay_wgrad_compute)))
+                  .in_cases("parallel.delay_wgrad_compute"));
   t.push_back(moe_only(enum_key(
                        "parallel.moe_token_dispatcher_type", "alltoall", kMoeDispatcherNames,
                        "Megatron-core --moe-token-dispatcher-type: alltoall (every token once "

@@ -695,6 +695,11 @@ void megatron_rules(Scenario& s, const Given& given) {
                        "Megatron-core's MTP does not support learned absolute position "
                        "embeddings; allowed with model.position rotary");
   }
+  if (p.delay_wgrad_compute && !p.overlap_moe_expert_parallel_comm)
+    throw InputError("parallel.delay_wgrad_compute",
+                     "Megatron-core delays the weight gradients in its combined 1F1B only "
+                     "(transformer_config.py asserts overlap_moe_expert_parallel_comm): set "
+                     "parallel.overlap_moe_expert_parallel_comm true, or this false");
   if (p.overlap_moe_expert_parallel_comm) {
     // Megatron-core's asserts (transformer_config.py __post_init__), and what zerosim's combined
     // schedule is built on.

@@ -227,6 +227,9 @@ struct ParallelConfig {
   // steady-state forward run beside the next backward so that their MoE all-to-alls hide behind
   // each other's compute (sim/parallel/schedules.h, passes.cpp combined_pass).
   bool overlap_moe_expert_parallel_comm = false;
+  // Megatron-core --delay-wgrad-compute (with the above): each layer block's weight gradient runs
+  // after its input gradient, so the next all-to-all waits for the input gradient alone.
+  bool delay_wgrad_compute = false;
   // Megatron-core's moe_token_dispatcher_type, and the flex dispatcher's wire dtypes.
   MoeDispatcher moe_token_dispatcher_type = MoeDispatcher::AllToAll;
   // Megatron-core --moe-permute-fusion: Transformer Engine's fused permute and unpermute kernels

@@ -11,6 +11,7 @@
 // to other ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "sim/collective/fixed_duration_comm.h"
@@ -415,11 +416,14 @@ class MoeBlocks : public ComputeModel {
  public:
   MoeBlocks(const TrainingPlan& tp, SimTime a, SimTime e) : tp_(tp), a_(a), e_(e) {}
   SimTime duration(const Plan& plan, OpId op) override {
-    switch (tp_.works[plan.ops[op].work].kind) {
+    const Work& w = tp_.works[plan.ops[op].work];
+    // A backward split into its input and weight gradients: half of it each.
+    const SimTime half = w.part == BackwardPart::Whole ? 2 : 1;
+    switch (w.kind) {
       case WorkKind::AttentionForward: return a_;
-      case WorkKind::AttentionBackward: return 2 * a_;
+      case WorkKind::AttentionBackward: return half * a_;
       case WorkKind::MoeForward: return e_;
-      case WorkKind::MoeBackward: return 2 * e_;
+      case WorkKind::MoeBackward: return half * e_;
       default: return 0;
     }
   }
@@ -467,6 +471,39 @@ TEST(expertParallel, CombinedOneFOneBHidesTheAllToAllsBehindTheOtherPass) {
       EXPECT_EQ(r.makespan, expected);
     }
   }
+}
+
+// --delay-wgrad-compute in the same model, backward blocks split into equal input- and
+// weight-gradient halves, all-to-alls slower than an expert block (e < c): m = 2, so the first
+// forward alone (a + e + 2c), one combined step, the last backward alone (2e + 2c + 2a). In the
+// step the forward attention (a) comes first, its dispatch (c) then runs on the all-to-all
+// stream while the compute stream runs the experts' backward and forward. Without the delay the
+// dispatch backward starts after the whole experts' backward (2e) and the attention's backward
+// waits for it: a + 2e + c, then 2a. With it, after the experts' input gradient (e) and the
+// forward's dispatch (c): the attention's backward starts at a + max(3e, max(e, c) + c).
+TEST(expertParallel, DelayedWgradLetsTheDispatchBackwardStartAfterTheInputGradient) {
+  const SimTime a = 40 * kPicosPerMicro, e = 20 * kPicosPerMicro, c = 30 * kPicosPerMicro;
+  for (bool delay : {false, true}) {
+    SCOPED_TRACE(delay ? "delayed" : "in place");
+    json doc = moe_doc(2, {{"stage", 1}}, 2, 2);
+    doc["model"]["num_layers"] = 1;
+    doc["model"]["position"] = "rotary";
+    doc["parallel"]["framework"] = "megatron";
+    doc["parallel"]["overlap_moe_expert_parallel_comm"] = true;
+    doc["parallel"]["delay_wgrad_compute"] = delay;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    MoeBlocks compute(tp, a, e);
+    AllToAllOnly comm(2 * 128 * 2 * 64, c);
+    const SimTime step = delay ? a + std::max(3 * e, std::max(e, c) + c) + 2 * a
+                               : a + 2 * e + c + 2 * a;
+    EXPECT_EQ(run_engine(tp.plan, compute, comm).makespan,
+              (a + e + 2 * c) + step + (2 * e + 2 * c + 2 * a));
+  }
+  // Megatron-core asserts the combined 1F1B with it.
+  json alone = moe_doc(2, {{"stage", 1}}, 2, 2);
+  alone["parallel"]["framework"] = "megatron";
+  alone["parallel"]["delay_wgrad_compute"] = true;
+  EXPECT_EQ(input_error_key(alone), "parallel.delay_wgrad_compute");
 }
 
 TEST(expertParallel, CombinedOneFOneBRefusesWhatMegatronRefuses) {
