@@ -61,8 +61,8 @@ const std::vector<std::string> kCostFree = {
     "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
     "rope_scaling", "rotary_emb_base", "rotary_pct", "partial_rotary_factor",
     "original_max_position_embeddings", "pretraining_tp", "attention_softmax_in_fp32",
-    "embd_pdrop", "classifier_dropout", "masked_softmax_fusion", "bias_dropout_fusion", "skip_bias_add",
-    "skip_bias_add_qkv", "slow_but_exact", "offset_alibi",
+    "embd_pdrop", "classifier_dropout", "masked_softmax_fusion", "bias_dropout_fusion",
+    "skip_bias_add", "skip_bias_add_qkv", "slow_but_exact", "offset_alibi",
     "apply_residual_connection_post_layernorm", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
@@ -196,8 +196,6 @@ void default_seq_length(ModelSpec& m, const std::string& key_path, const FieldKe
                                     "train at"});
 }
 
-// The sizes. GPT-2, BLOOM and Falcon spell them their own way; HF maps the spellings
-// (attribute_map).
 // Dropout rates, which decide whether masks are kept (activation_tensors_per_layer): the
 // residual branches' (hidden_dropout; GPT-2 and Phi call it resid_pdrop) and the attention
 // probabilities' (attention_dropout, attn_pdrop), each at its transformers config class's default
@@ -217,6 +215,8 @@ void read_dropout(HfConfig& c, HfFamily family, ModelSpec& m) {
   m.attention_dropout = probability({"attention_dropout", "attn_pdrop"});
 }
 
+// The sizes. GPT-2, BLOOM and Falcon spell them their own way; HF maps the spellings
+// (attribute_map).
 void read_sizes(HfConfig& c, HfFamily family, ModelSpec& m, FieldKeys& keys) {
   using Names = std::vector<std::string>;
   const bool gpt_names = family == HfFamily::Gpt2 || family == HfFamily::Bloom;
