@@ -429,8 +429,9 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   // after it, the pass's input gradient (b.prev) before it.
   std::int32_t gradients_ready = b.prev;
   if (delayed) {
-    gradients_ready = e_.compute(unit.backward, Phase::Backward,
-                                 unit_op_name(unit, "wgrad") + suffix, {}, BackwardPart::Weight);
+    gradients_ready = b.wgrad = e_.compute(unit.backward, Phase::Backward,
+                                           unit_op_name(unit, "wgrad") + suffix, {},
+                                           BackwardPart::Weight);
   }
   if (head) {
     e_.free_op(MemCategory::Activations, logits_saved_, "logits");
@@ -531,12 +532,19 @@ void StageBuilder::end_backward(BackwardPass& b) {
     e_.collective(*to, CollectiveKind::SendRecv, p2p_bytes_, send_stream(*to),
                   "send gradients" + b.suffix, {b.prev});
   }
-  end_gradient_pass(b.prev, b.hooks, b.last_of_step);
+  // The gradients are complete after the last delayed wgrad, which runs past the send (Megatron
+  // delays the first layer's for that).
+  end_gradient_pass(b.wgrad >= 0 ? b.wgrad : b.prev, b.hooks, b.last_of_step);
 }
 
 void StageBuilder::backward_pass(int mb, int chunk, BackwardPart part, bool last_of_chunk,
                                  bool last_of_step) {
   BackwardPass b = begin_backward(mb, chunk, part, last_of_chunk, last_of_step);
+  // Megatron-core runs every pass of its combined schedule through the same layer plan
+  // (TransformerModelChunkSchedulePlan.run with no forward): with delayed wgrads a backward that
+  // runs alone also issues its exchanges on the all-to-all stream, the dispatch's backward after
+  // the experts' input gradient.
+  b.combined = s_.parallel.delay_wgrad_compute;
   for (std::size_t i = chunks_[chunk].size(); i-- > 0;) backward_unit(b, i);
   end_backward(b);
 }

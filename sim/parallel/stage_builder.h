@@ -67,6 +67,7 @@ class StageBuilder {
     bool hooks = false, half_grads = false, last_of_step = false;
     bool combined = false;
     QueuedExchange dispatch{};  // the last MoE layer's dispatch backward, issued likewise
+    std::int32_t wgrad = -1;    // the last delayed weight gradient (delay_wgrad_compute)
   };
 
   void allocate_states();

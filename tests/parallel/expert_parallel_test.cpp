@@ -475,12 +475,15 @@ TEST(expertParallel, CombinedOneFOneBHidesTheAllToAllsBehindTheOtherPass) {
 
 // --delay-wgrad-compute in the same model, backward blocks split into equal input- and
 // weight-gradient halves, all-to-alls slower than an expert block (e < c): m = 2, so the first
-// forward alone (a + e + 2c), one combined step, the last backward alone (2e + 2c + 2a). In the
-// step the forward attention (a) comes first, its dispatch (c) then runs on the all-to-all
-// stream while the compute stream runs the experts' backward and forward. Without the delay the
-// dispatch backward starts after the whole experts' backward (2e) and the attention's backward
-// waits for it: a + 2e + c, then 2a. With it, after the experts' input gradient (e) and the
-// forward's dispatch (c): the attention's backward starts at a + max(3e, max(e, c) + c).
+// forward alone (a + e + 2c), one combined step, the last backward alone. In the step the
+// forward attention (a) comes first, its dispatch (c) then runs on the all-to-all stream while
+// the compute stream runs the experts' backward and forward. Without the delay the dispatch
+// backward starts after the whole experts' backward (2e) and the attention's backward waits for
+// it: a + 2e + c, then 2a. With it, after the experts' input gradient (e) and the forward's
+// dispatch (c): the attention's backward starts at a + max(3e, max(e, c) + c). The last backward
+// alone: 2e + 2c + 2a in place; delayed, as Megatron runs it through the same layer plan, the
+// combine's backward (c), the experts' input gradient (e), then their wgrad beside the dispatch's
+// backward: c + max(2e, e + c) + 2a.
 TEST(expertParallel, DelayedWgradLetsTheDispatchBackwardStartAfterTheInputGradient) {
   const SimTime a = 40 * kPicosPerMicro, e = 20 * kPicosPerMicro, c = 30 * kPicosPerMicro;
   for (bool delay : {false, true}) {
@@ -496,8 +499,8 @@ TEST(expertParallel, DelayedWgradLetsTheDispatchBackwardStartAfterTheInputGradie
     AllToAllOnly comm(2 * 128 * 2 * 64, c);
     const SimTime step = delay ? a + std::max(3 * e, std::max(e, c) + c) + 2 * a
                                : a + 2 * e + c + 2 * a;
-    EXPECT_EQ(run_engine(tp.plan, compute, comm).makespan,
-              (a + e + 2 * c) + step + (2 * e + 2 * c + 2 * a));
+    const SimTime last = delay ? c + std::max(2 * e, e + c) + 2 * a : 2 * e + 2 * c + 2 * a;
+    EXPECT_EQ(run_engine(tp.plan, compute, comm).makespan, (a + e + 2 * c) + step + last);
   }
   // Megatron-core asserts the combined 1F1B with it.
   json alone = moe_doc(2, {{"stage", 1}}, 2, 2);
