@@ -206,10 +206,7 @@ void read_dropout(HfConfig& c, HfFamily family, ModelSpec& m) {
   auto probability = [&](const std::vector<std::string>& names) {
     std::string used;
     const json* v = c.get_any(names, used);
-    if (!v) return fallback;
-    if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() < 1))
-      throw InputError(c.path(used), "must be a dropout probability in [0, 1), got " + v->dump());
-    return v->get<double>();
+    return v ? read_dropout_probability(*v, c.path(used)) : fallback;
   };
   m.hidden_dropout = probability({"hidden_dropout", "resid_pdrop"});
   m.attention_dropout = probability({"attention_dropout", "attn_pdrop"});

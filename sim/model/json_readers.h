@@ -53,6 +53,13 @@ inline std::int64_t read_int(const json& v, const std::string& path, std::int64_
   return x;
 }
 
+// A dropout probability, in [0, 1).
+inline double read_dropout_probability(const json& v, const std::string& path) {
+  if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() < 1))
+    throw InputError(path, "must be a dropout probability in [0, 1), got " + v.dump());
+  return v.get<double>();
+}
+
 inline bool read_bool(const json& v, const std::string& path) {
   if (!v.is_boolean())
     throw InputError(path, std::string("must be true or false, got ") + type_name(v));

@@ -424,11 +424,7 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_int("mtp_num_layers", m.mtp_num_layers);
   // Training settings, not the architecture: the model keeps its name.
   auto set_probability = [&](const char* k, double& field) {
-    if (const json* v = at(k)) {
-      if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() < 1))
-        throw InputError(path(k), "must be a dropout probability in [0, 1), got " + v->dump());
-      field = v->get<double>();
-    }
+    if (const json* v = at(k)) field = read_dropout_probability(*v, path(k));
   };
   set_probability("hidden_dropout", m.hidden_dropout);
   set_probability("attention_dropout", m.attention_dropout);
