@@ -168,12 +168,23 @@ void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, s
   }
 }
 
+void StageBuilder::receive_pipeline_tensor(Peer from, const std::string& what) {
+  std::int32_t received = e_.collective(from, CollectiveKind::SendRecv, p2p_bytes_,
+                                        recv_stream(from), "recv " + what, {recv_after_});
+  // Megatron-LM's gather_split_1d_tensor and DeepSpeed's PartitionedTensor.full(): an all-gather
+  // over TP on the compute stream before the pass uses the tensor.
+  if (s_.splits_pipeline_tensors_over_tp()) {
+    received = e_.collective(Peer::Tp, CollectiveKind::AllGather, tp_activation_bytes_,
+                             Stream::Compute, "gather " + what, {received});
+  }
+  e_.host_wait(received);
+}
+
 StageBuilder::ForwardPass StageBuilder::begin_forward(int mb, int chunk) {
   ForwardPass f{mb, chunk, pass_suffix(mb, chunk)};
   if (const auto from = pipe_links(chunk).recv_activations) {
     // Megatron recv_forward: posted after recv_after_ (build()), waited on before compute.
-    e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
-                               recv_stream(*from), "recv activations" + f.suffix, {recv_after_}));
+    receive_pipeline_tensor(*from, "activations" + f.suffix);
   }
   const bool first_forward = forwards_done_[chunk]++ == 0;
   if (s_.zero.stage == 3) zero3_.begin_forward(chunk, first_forward);
@@ -291,8 +302,7 @@ StageBuilder::BackwardPass StageBuilder::begin_backward(int mb, int chunk, Backw
   b.last_of_step = last_of_step;
   const bool input_only = part == BackwardPart::Input;
   if (const auto from = pipe_links(chunk).recv_gradients) {
-    e_.host_wait(e_.collective(*from, CollectiveKind::SendRecv, p2p_bytes_,
-                               recv_stream(*from), "recv gradients" + b.suffix, {recv_after_}));
+    receive_pipeline_tensor(*from, "gradients" + b.suffix);
   }
   b.hooks = !input_only && hooks_run(last_of_chunk);
   if (s_.zero.stage == 3) zero3_.begin_backward(mb, chunk);

@@ -198,9 +198,11 @@ Template StageBuilder::build() {
     cp_out_bytes_ = static_cast<Bytes>(2.0 * sb * o_width);
   }
   // Between pipeline stages: the s x b x h activation in 16 bits, split by TP with sequence
-  // parallelism (Megatron's scatter-gather optimisation does the same without it).
-  p2p_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size /
-                                  (s_.parallel.sequence_parallel ? tp : 1));
+  // parallelism, or by the scatter-gather of Megatron-LM's and DeepSpeed's pipelines without it
+  // (the receiver then all-gathers it, passes.cpp).
+  const bool split_over_tp =
+      s_.parallel.sequence_parallel || s_.splits_pipeline_tensors_over_tp();
+  p2p_bytes_ = static_cast<Bytes>(2.0 * sb * m.hidden_size / (split_over_tp ? tp : 1));
   allocate_states();
 
   const std::vector<PassStep> steps = pipeline_schedule(s_, stage_);

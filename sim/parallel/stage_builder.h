@@ -141,6 +141,9 @@ class StageBuilder {
     std::optional<Peer> recv_activations, send_activations, recv_gradients, send_gradients;
   };
   PipeLinks pipe_links(int chunk) const;
+  // A pass's pipeline receive (and, when the stages send it split over TP, its all-gather),
+  // waited for by the host before the pass's compute.
+  void receive_pipeline_tensor(Peer from, const std::string& what);
   static bool back_leg(Peer p) {
     return p == Peer::BackSendPrev || p == Peer::BackRecvNext || p == Peer::BackSendNext ||
            p == Peer::BackRecvPrev;

@@ -634,6 +634,21 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                            s.parallel.framework == Framework::Nanotron;
                   })
                   .in_cases("parallel.tp_linear_async_communication"));
+  t.push_back(echoed_when(
+                  bool_key("parallel.scatter_gather_tensors_in_pipeline", nullptr,
+                           "each TP rank sends 1/tp of the activation or gradient between "
+                           "pipeline stages and the receiver all-gathers it over TP, without "
+                           "sequence_parallel: Megatron-LM's scatter_gather_tensors_in_pipeline "
+                           "(default on from 2021-02 until Megatron-core's pipeline, 2023-03; "
+                           "--no-scatter-gather-tensors-in-pipeline), DeepSpeed's "
+                           "PipelineEngine (pipe_partitioned and grad_partitioned) (default: true "
+                           "for deepspeed, false for megatron as Megatron-core sends whole "
+                           "tensors)",
+                           FIELD(parallel.scatter_gather_tensors_in_pipeline)),
+                  [](const Scenario& s) {
+                    return s.parallel.tp > 1 && s.parallel.pp > 1 && !s.parallel.sequence_parallel;
+                  })
+                  .in_cases("parallel.scatter_gather_tensors_in_pipeline"));
   t.push_back(megatron_only(bool_key("parallel.overlap_p2p_comm", nullptr,
                                      "Megatron-core's overlap_p2p_comm (Megatron-LM "
                                      "--no-overlap-p2p-communication turns it off): with the "

@@ -352,6 +352,24 @@ void pipeline_rules(Scenario& s, const Given& given) {
     p.pipeline_schedule =
         p.virtual_stages > 1 ? PipelineSchedule::Interleaved : PipelineSchedule::OneFOneB;
   }
+  // DeepSpeed's PipelineEngine partitions what it sends over the TP group by default
+  // (runtime/config.py pipeline: pipe_partitioned, grad_partitioned); Megatron-core's p2p sends
+  // whole tensors (Megatron-LM split them until 3c92fa93b5, 2023-03).
+  if (!given("parallel.scatter_gather_tensors_in_pipeline")) {
+    p.scatter_gather_tensors_in_pipeline = p.framework == Framework::DeepSpeed;
+  } else if (p.scatter_gather_tensors_in_pipeline && p.framework != Framework::DeepSpeed &&
+             p.framework != Framework::Megatron) {
+    throw InputError("parallel.scatter_gather_tensors_in_pipeline",
+                     "Megatron-LM's and DeepSpeed's pipeline p2p: needs parallel.framework "
+                     "megatron or deepspeed (nanotron's and torchtitan's pipelines send the "
+                     "tensor as it is); allowed here: false");
+  } else if (p.scatter_gather_tensors_in_pipeline &&
+             !(p.tp > 1 && p.pp > 1 && !p.sequence_parallel)) {
+    s.warnings.push_back({"parallel.scatter_gather_tensors_in_pipeline",
+                          "not used: it splits the pipeline's p2p tensors over TP only with "
+                          "tp > 1, pp > 1 and without sequence_parallel (whose tensors are "
+                          "split already)"});
+  }
 }
 
 // DeepSpeed's rule (runtime/config.py, _set_batch_related_parameters): of train_batch_size,

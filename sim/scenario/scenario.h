@@ -219,6 +219,12 @@ struct ParallelConfig {
   // its weight-gradient GEMM (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication,
   // Transformer Engine's Linear and LayerNormLinear, nanotron's _ColumnLinearAsyncCommunication).
   bool tp_linear_async_communication = false;
+  // Each TP rank sends 1 / tp of the activation (or gradient) between pipeline stages and the
+  // receiver all-gathers it over TP: Megatron-LM's scatter_gather_tensors_in_pipeline (on by
+  // default from 2021-02 until the pipeline moved into Megatron-core, 2023-03; not used under
+  // sequence parallelism, whose tensors are already split) and DeepSpeed's PipelineEngine
+  // (pipe_partitioned, grad_partitioned).
+  bool scatter_gather_tensors_in_pipeline = false;
   // Megatron-core's overlap_p2p_comm (interleaved schedule): each pass's pipeline receive is
   // posted with the send after the previous pass of its direction, so the transfer runs under the
   // other direction's compute (schedules.py forward_backward_pipelining_with_interleaving).
@@ -388,6 +394,11 @@ struct Scenario {
   // Engine's userbuffers run all the block's collectives beside it (tp_comm_overlap).
   bool async_tp_input_gradient() const {
     return parallel.tp > 1 && parallel.tp_linear_async_communication && !parallel.tp_comm_overlap;
+  }
+  // The pipeline's p2p tensors go split over TP and are all-gathered after the receive.
+  bool splits_pipeline_tensors_over_tp() const {
+    return parallel.tp > 1 && parallel.pp > 1 && !parallel.sequence_parallel &&
+           parallel.scatter_gather_tensors_in_pipeline;
   }
   // That linear saved its sequence-parallel input shard and gathers it again over TP for its
   // weight gradient (Megatron-core's and Transformer Engine's linears, nanotron's with its default

@@ -511,7 +511,9 @@ TEST(flowBackend, FoldedStepInjectsTheOtherReplicasFabricTraffic) {
                {{"preset", "dgx-h100"}, {"nodes", 8}, {"topology", "clos"},
                 {"oversubscription", 16}}},
               {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", 4}}},
-              {"parallel", {{"tp", 8}, {"pp", 2}}},
+              // Whole tensors between the stages (not split over TP), so that the sends load
+              // the fabric.
+              {"parallel", {{"tp", 8}, {"pp", 2}, {"scatter_gather_tensors_in_pipeline", false}}},
               {"zero", {{"stage", 1}}},
               {"sim", {{"network", "flow"}, {"ranks", "folded"}}},
               // No host floor on the layers: the fabric's share of the step stays large.

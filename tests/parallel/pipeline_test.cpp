@@ -477,6 +477,76 @@ TEST(parallelPipeline, ZeroTwoUnderPipelineMultipliesDpBytes) {
   }
 }
 
+// Megatron-LM's scatter/gather optimisation (SC21 section 4.1) and DeepSpeed's partitioned pipe:
+// without sequence parallelism each TP rank sends 1 / t of the s x b x h activation (and of its
+// gradient) and the receiver all-gathers the whole tensor over TP. Stage 0 sends m activations
+// and receives m gradients; each receive is followed by one all-gather of 2 s b h bytes.
+TEST(parallelPipeline, ScatterGatherSendsATensorParallelShareAndGathersItAfterTheReceive) {
+  const int t = 4, m = 3;
+  const double sbh_bytes = 2.0 * 2048 * 4096;  // 16-bit, s = 2048, b = 1, h = 4096 (GPT-3 6.7B)
+  struct Traffic {
+    double sent = 0, received = 0, gathered = 0;
+    int gathers = 0;
+  };
+  auto stage0 = [&](const std::string& framework, const json& scatter_gather) {
+    json doc = {{"model", "gpt3-6.7b"},
+                {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}}},
+                {"training", {{"micro_batch_size", 1}, {"gradient_accumulation_steps", m}}},
+                {"parallel", {{"tp", t}, {"pp", 2}, {"framework", framework}}},
+                {"sim", {{"allow_oom", true}}}};
+    if (!scatter_gather.is_null())
+      doc["parallel"]["scatter_gather_tensors_in_pipeline"] = scatter_gather;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    Traffic out;
+    for (OpId id = 0; id < tp.plan.ops.size() && tp.plan.ops[id].rank == 0; ++id) {
+      const Op& op = tp.plan.ops[id];
+      if (op.kind != OpKind::Collective) continue;
+      const std::string& name = tp.plan.names[op.name];
+      const Collective& c = tp.plan.collectives[op.work];
+      if (name.starts_with("send activations")) out.sent += c.bytes;
+      if (name.starts_with("recv gradients")) out.received += c.bytes;
+      if (name.starts_with("gather gradients")) {
+        EXPECT_EQ(c.kind, CollectiveKind::AllGather) << name;
+        EXPECT_EQ(tp.plan.cost_size(c.group), t) << name;
+        out.gathered += c.bytes;
+        ++out.gathers;
+      }
+    }
+    return out;
+  };
+  const Traffic whole = stage0("megatron", nullptr), split = stage0("megatron", true);
+  EXPECT_DOUBLE_EQ(whole.sent, m * sbh_bytes);
+  EXPECT_DOUBLE_EQ(whole.received, m * sbh_bytes);
+  EXPECT_EQ(whole.gathers, 0);
+  EXPECT_DOUBLE_EQ(split.sent, m * sbh_bytes / t);
+  EXPECT_DOUBLE_EQ(split.received, m * sbh_bytes / t);
+  EXPECT_EQ(split.gathers, m);
+  EXPECT_DOUBLE_EQ(split.gathered, m * sbh_bytes);
+  // DeepSpeed's PipelineEngine partitions by default (pipe_partitioned, grad_partitioned).
+  EXPECT_DOUBLE_EQ(stage0("deepspeed", nullptr).sent, split.sent);
+  EXPECT_EQ(stage0("deepspeed", false).gathers, 0);
+}
+
+TEST(parallelPipeline, ScatterGatherIsRefusedOrUnusedWhereNoPipelineSplitsItsTensors) {
+  json doc = pipeline_doc(2, 4, 1, "1f1b");
+  doc["cluster"]["num_gpus"] = 4;
+  doc["parallel"]["tp"] = 2;
+  doc["parallel"]["framework"] = "nanotron";
+  doc["parallel"]["scatter_gather_tensors_in_pipeline"] = true;
+  try {
+    resolve_scenario(doc);
+    ADD_FAILURE() << "nanotron's pipeline accepted a scatter-gather";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "parallel.scatter_gather_tensors_in_pipeline");
+  }
+  doc["parallel"]["framework"] = "megatron";
+  doc["parallel"]["sequence_parallel"] = true;
+  const Scenario sp = resolve_scenario(doc);
+  ASSERT_EQ(sp.warnings.size(), 1u);
+  EXPECT_EQ(sp.warnings[0].key_path, "parallel.scatter_gather_tensors_in_pipeline");
+  EXPECT_FALSE(sp.splits_pipeline_tensors_over_tp());
+}
+
 }  // namespace
 }  // namespace zerosim
 
