@@ -71,8 +71,6 @@ const std::vector<NotSimulated>& top_level_not_simulated() {
       {"curriculum_learning", "curriculum and data sampling change the data, not the step"},
       {"dataloader_drop_last", "the data loader is outside the simulated step"},
       {"vocabulary_size", "the model's vocab_size is what counts"},
-      {"pipeline", "DeepSpeed's pipeline engine settings: the pipeline follows parallel.pp and "
-                   "parallel.pipeline_schedule"},
       {"graph_harvesting", "CUDA graph capture of small kernels is not simulated"},
       {"compile", "torch.compile is not simulated"},
       {"eigenvalue", "eigenvalue computation (for MoQ) is not simulated"},
@@ -391,6 +389,45 @@ void read_tensor_parallel(const json& section, const std::string& path, Scenario
 // sequence_parallel_size: the degree of DeepSpeed's Ulysses sequence parallelism (the sequence
 // data-parallel group ZeRO shards over; DistributedAttention's all-to-alls in the model),
 // simulated as context parallelism with cp_comm_type a2a.
+// pipeline (runtime/config.py get_pipeline_config, which takes any key): pipe_partitioned and
+// grad_partitioned (default true) split what the PipelineEngine sends over the TP group;
+// zerosim splits both directions or neither (parallel.scatter_gather_tensors_in_pipeline).
+void read_pipeline(const json& section, const std::string& path, ScenarioDocument& d) {
+  expect_object(section, path);
+  const std::vector<NotSimulated> options = {
+      {"stages", "the pipeline's depth is parallel.pp"},
+      {"partition", "layers are split over the stages as Megatron splits them (parallel.pp)"},
+      {"seed_layers", kNumerics},
+      {"activation_checkpoint_interval",
+       "recomputation follows parallel.recompute (every layer when on)"}};
+  bool split[2] = {true, true};
+  const char* names[2] = {"pipe_partitioned", "grad_partitioned"};
+  std::string read_from;  // the user's key the scenario's value comes from
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    const std::string key = key_join(path, it.key());
+    const auto named = std::find(std::begin(names), std::end(names), it.key());
+    if (named != std::end(names)) {
+      if (!it->is_boolean()) throw InputError(key, "expected true or false, got " + it->dump());
+      split[named - std::begin(names)] = it->get<bool>();
+      read_from = key;
+      continue;
+    }
+    const char* why = reason_for(options, it.key());
+    if (!it->is_null()) {
+      d.warn(key, std::string("accepted, not simulated: ") +
+                      (why ? why : "not a key DeepSpeed's pipeline engine reads"));
+    }
+  }
+  if (read_from.empty()) return;
+  if (split[0] != split[1]) {
+    read_from = key_join(path, split[0] ? names[1] : names[0]);
+    d.warn(read_from, "zerosim splits the pipeline's activations and gradients over TP together: "
+                      "simulated with neither split");
+  }
+  set_from(d, *find_key("parallel.scatter_gather_tensors_in_pipeline"), read_from,
+           split[0] && split[1]);
+}
+
 void read_sequence_parallel(const json& v, const std::string& path, ScenarioDocument& d) {
   if (!v.is_number_integer() || v.get<std::int64_t>() < 1) {
     throw InputError(path, "expected a positive integer, got " + v.dump());
@@ -411,7 +448,7 @@ void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::stri
   std::vector<std::string> known;
   for (const auto& k : top) known.push_back(k.name);
   for (const char* k : {"fp16", "bf16", "bfloat16", "zero_optimization", "activation_checkpointing",
-                        "tensor_parallel", "sequence_parallel_size"}) {
+                        "tensor_parallel", "sequence_parallel_size", "pipeline"}) {
     known.emplace_back(k);
   }
   for (const auto& k : top_level_not_simulated()) known.emplace_back(k.key);
@@ -457,6 +494,9 @@ void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::stri
   }
   if (auto it = ds.find("zero_optimization"); it != ds.end()) {
     read_zero_section(*it, key_join(root, "zero_optimization"), d);
+  }
+  if (auto it = ds.find("pipeline"); it != ds.end() && !it->is_null()) {
+    read_pipeline(*it, key_join(root, "pipeline"), d);
   }
   if (auto it = ds.find("sequence_parallel_size"); it != ds.end() && !it->is_null()) {
     read_sequence_parallel(*it, key_join(root, "sequence_parallel_size"), d);

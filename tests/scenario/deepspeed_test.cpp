@@ -420,3 +420,41 @@ TEST(scenarioDeepSpeedUlysses, SequenceParallelSizeIsContextParallelismByAllToAl
 
 }  // namespace
 }  // namespace zerosim
+
+namespace zerosim {
+namespace {
+
+// pipeline.pipe_partitioned / grad_partitioned (DeepSpeed's PipelineEngine, default true) are
+// parallel.scatter_gather_tensors_in_pipeline; one of them off splits neither direction, with a
+// warning on that key; the engine's other keys are accepted with a warning, and DeepSpeed takes
+// any key there (get_pipeline_config), so none is refused.
+TEST(scenarioDeepSpeedPipeline, PartitionedKeysAreTheScatterGather) {
+  json doc = doc_with();
+  doc["model"]["num_layers"] = 2;
+  doc["parallel"] = {{"tp", 2}, {"pp", 2}};
+  auto scatter_gather = [&](const json& pipeline) {
+    return with_deepspeed(doc, {{"pipeline", pipeline}});
+  };
+  const auto warned = [](const Scenario& sc, const std::string& key) {
+    for (const InputWarning& w : sc.warnings) {
+      if (w.key_path == key) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(scatter_gather(json::object()).parallel.scatter_gather_tensors_in_pipeline);
+  const Scenario off = scatter_gather({{"pipe_partitioned", false}, {"grad_partitioned", false}});
+  EXPECT_FALSE(off.parallel.scatter_gather_tensors_in_pipeline);
+  EXPECT_FALSE(warned(off, "deepspeed(ds.json).pipeline.pipe_partitioned"));
+  const Scenario half = scatter_gather({{"grad_partitioned", false}});
+  EXPECT_FALSE(half.parallel.scatter_gather_tensors_in_pipeline);
+  EXPECT_TRUE(warned(half, "deepspeed(ds.json).pipeline.grad_partitioned"));
+  const Scenario other = scatter_gather({{"activation_checkpoint_interval", 1}, {"any_key", 3}});
+  EXPECT_TRUE(other.parallel.scatter_gather_tensors_in_pipeline);
+  EXPECT_TRUE(warned(other, "deepspeed(ds.json).pipeline.activation_checkpoint_interval"));
+  EXPECT_TRUE(warned(other, "deepspeed(ds.json).pipeline.any_key"));
+  EXPECT_EQ(error_key([&] { scatter_gather({{"pipe_partitioned", "no"}}); }),
+            "deepspeed(ds.json).pipeline.pipe_partitioned");
+}
+
+}  // namespace
+}  // namespace zerosim
