@@ -28,6 +28,16 @@ FrameworkPolicy fsdp_policy(const Scenario& s, int /*stage*/) {
   m.logits_saved = 4;
   m.logits_forward_temporaries = {2, 4};
   m.logits_backward_temporaries = {4, 4};
+  // With TP, torchtitan computes the loss under loss_parallel() (on unless
+  // --training.disable_loss_parallel; utils.py get_train_context at 9dec370), whose vocab-sharded
+  // log_softmax (torch/distributed/tensor/parallel/loss.py) keeps `shifted = x - x_max` (4)
+  // beside the bf16 logits and their fp32 copy while exp(shifted), then its output, is written;
+  // its fused nll and log_softmax backward holds zeros_like(x), exp(x) and their sum (4 each)
+  // beside the saved output.
+  if (s.parallel.tp > 1) {
+    m.logits_forward_temporaries = {2, 4, 4};
+    m.logits_backward_temporaries = {4, 4, 4};
+  }
   // The step: torchtitan builds AdamW with foreach = not fused and --optimizer.fused off by
   // default (optimizer.py, config_manager.py); PyTorch's _multi_tensor_adam takes
   // torch._foreach_sqrt(exp_avg_sqs), an fp32 copy of every second moment of the shard.

@@ -69,6 +69,30 @@ TEST(reportDeviceMemory, LossChainPerFramework) {
   }
 }
 
+TEST(reportDeviceMemory, TorchtitansLossParallelKeepsMoreFp32CopiesUnderTensorParallelism) {
+  // With TP torchtitan runs its loss under loss_parallel(): the vocab-sharded log_softmax keeps
+  // bf16 logits 2 + their fp32 copy 4 + `x - x_max` 4 beside exp() or its output 4 = 14 B per
+  // logit in the forward; the fused backward zeros_like 4 + exp 4 + their sum 4 beside the saved
+  // output 4 = 16. Over TP 2 the logits are s x b x V / 2.
+  json two = doc("fsdp", 2, 3);
+  two["parallel"]["tp"] = 2;
+  Scenario s = resolve_scenario(two);
+  const TrainingPlan tp = build_training_plan(s, true);
+  const Bytes logits = kLogits / 2;
+  std::multiset<Bytes> forward, backward;
+  for (const Op& op : tp.plan.ops) {
+    if (op.rank != 0 || op.kind != OpKind::Alloc) continue;
+    const std::string& name = tp.plan.names[op.name];
+    if (name == "alloc loss forward temporaries") forward.insert(op.bytes);
+    if (name == "alloc loss backward temporaries") backward.insert(op.bytes);
+  }
+  EXPECT_EQ(forward, (std::multiset<Bytes>{2 * logits, 4 * logits, 4 * logits}));
+  EXPECT_EQ(backward, (std::multiset<Bytes>{4 * logits, 4 * logits, 4 * logits}));
+  EXPECT_EQ(allocated(tp, "logits"), 4 * logits);  // the saved log-softmax
+  const StepReport r = memory_report(s);
+  EXPECT_EQ(cat(r.memory, MemCategory::Activations) - allocated(tp, "activations"), 16 * logits);
+}
+
 TEST(reportDeviceMemory, LayerActivationsAndLossTemporariesAreTensorsForTheAllocator) {
   // Each layer's activations reach the caching allocator as the model's tensors (as torchtitan's
   // layer keeps them: no dropout masks), which sum to the allocation; torchtitan's loss
