@@ -386,9 +386,6 @@ void read_tensor_parallel(const json& section, const std::string& path, Scenario
   }
 }
 
-// sequence_parallel_size: the degree of DeepSpeed's Ulysses sequence parallelism (the sequence
-// data-parallel group ZeRO shards over; DistributedAttention's all-to-alls in the model),
-// simulated as context parallelism with cp_comm_type a2a.
 // pipeline (runtime/config.py get_pipeline_config, which takes any key): pipe_partitioned and
 // grad_partitioned (default true) split what the PipelineEngine sends over the TP group;
 // zerosim splits both directions or neither (parallel.scatter_gather_tensors_in_pipeline).
@@ -428,6 +425,9 @@ void read_pipeline(const json& section, const std::string& path, ScenarioDocumen
            split[0] && split[1]);
 }
 
+// sequence_parallel_size: the degree of DeepSpeed's Ulysses sequence parallelism (the sequence
+// data-parallel group ZeRO shards over; DistributedAttention's all-to-alls in the model),
+// simulated as context parallelism with cp_comm_type a2a.
 void read_sequence_parallel(const json& v, const std::string& path, ScenarioDocument& d) {
   if (!v.is_number_integer() || v.get<std::int64_t>() < 1) {
     throw InputError(path, "expected a positive integer, got " + v.dump());

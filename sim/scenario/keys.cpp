@@ -645,9 +645,7 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                            "for deepspeed, false for megatron as Megatron-core sends whole "
                            "tensors)",
                            FIELD(parallel.scatter_gather_tensors_in_pipeline)),
-                  [](const Scenario& s) {
-                    return s.parallel.tp > 1 && s.parallel.pp > 1 && !s.parallel.sequence_parallel;
-                  })
+                  [](const Scenario& s) { return s.pipeline_tensors_whole_over_tp(); })
                   .in_cases("parallel.scatter_gather_tensors_in_pipeline"));
   t.push_back(megatron_only(bool_key("parallel.overlap_p2p_comm", nullptr,
                                      "Megatron-core's overlap_p2p_comm (Megatron-LM "

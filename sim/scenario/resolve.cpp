@@ -363,8 +363,7 @@ void pipeline_rules(Scenario& s, const Given& given) {
                      "Megatron-LM's and DeepSpeed's pipeline p2p: needs parallel.framework "
                      "megatron or deepspeed (nanotron's and torchtitan's pipelines send the "
                      "tensor as it is); allowed here: false");
-  } else if (p.scatter_gather_tensors_in_pipeline &&
-             !(p.tp > 1 && p.pp > 1 && !p.sequence_parallel)) {
+  } else if (p.scatter_gather_tensors_in_pipeline && !s.pipeline_tensors_whole_over_tp()) {
     s.warnings.push_back({"parallel.scatter_gather_tensors_in_pipeline",
                           "not used: it splits the pipeline's p2p tensors over TP only with "
                           "tp > 1, pp > 1 and without sequence_parallel (whose tensors are "

@@ -395,10 +395,14 @@ struct Scenario {
   bool async_tp_input_gradient() const {
     return parallel.tp > 1 && parallel.tp_linear_async_communication && !parallel.tp_comm_overlap;
   }
+  // Pipeline stages exchange tensors every TP rank holds whole (no sequence parallelism): what
+  // scatter_gather_tensors_in_pipeline may split.
+  bool pipeline_tensors_whole_over_tp() const {
+    return parallel.tp > 1 && parallel.pp > 1 && !parallel.sequence_parallel;
+  }
   // The pipeline's p2p tensors go split over TP and are all-gathered after the receive.
   bool splits_pipeline_tensors_over_tp() const {
-    return parallel.tp > 1 && parallel.pp > 1 && !parallel.sequence_parallel &&
-           parallel.scatter_gather_tensors_in_pipeline;
+    return pipeline_tensors_whole_over_tp() && parallel.scatter_gather_tensors_in_pipeline;
   }
   // That linear saved its sequence-parallel input shard and gathers it again over TP for its
   // weight gradient (Megatron-core's and Transformer Engine's linears, nanotron's with its default
