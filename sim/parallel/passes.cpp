@@ -395,7 +395,8 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   // issued; the attention's backward_dw after its backward).
   const bool delayed =
       b.combined && s_.parallel.delay_wgrad_compute && is_layer_backward(unit.backward);
-  const bool split = (input_only || delayed) && is_layer_backward(unit.backward);
+  const bool deferred = input_only && is_layer_backward(unit.backward);  // a zero-bubble B
+  const bool split = deferred || delayed;
   const bool at_input_linear =
       !delayed && b.part == BackwardPart::Whole && splits_at_input_linear(s_, unit.backward);
   const std::int32_t block_start = b.prev;
@@ -403,7 +404,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
                       split             ? BackwardPart::Input
                       : at_input_linear ? BackwardPart::BeforeInputLinear
                                         : BackwardPart::Whole);
-  if (input_only && split && weight_grad_bytes(unit) > 0) {
+  if (deferred && weight_grad_bytes(unit) > 0) {
     e_.alloc(MemCategory::Activations, weight_grad_bytes(unit), "weight-gradient inputs");
   }
   if (context) context_exchange_after(true, b.prev, exchange, unit_op_name(unit, "bwd") + suffix);

@@ -397,15 +397,13 @@ void read_pipeline(const json& section, const std::string& path, ScenarioDocumen
       {"seed_layers", kNumerics},
       {"activation_checkpoint_interval",
        "recomputation follows parallel.recompute (every layer when on)"}};
-  bool split[2] = {true, true};
-  const char* names[2] = {"pipe_partitioned", "grad_partitioned"};
-  std::string read_from;  // the user's key the scenario's value comes from
+  bool pipe = true, grad = true;  // DeepSpeed's defaults
+  std::string read_from;          // the user's key the scenario's value comes from
   for (auto it = section.begin(); it != section.end(); ++it) {
     const std::string key = key_join(path, it.key());
-    const auto named = std::find(std::begin(names), std::end(names), it.key());
-    if (named != std::end(names)) {
+    if (it.key() == "pipe_partitioned" || it.key() == "grad_partitioned") {
       if (!it->is_boolean()) throw InputError(key, "expected true or false, got " + it->dump());
-      split[named - std::begin(names)] = it->get<bool>();
+      (it.key() == "pipe_partitioned" ? pipe : grad) = it->get<bool>();
       read_from = key;
       continue;
     }
@@ -416,13 +414,12 @@ void read_pipeline(const json& section, const std::string& path, ScenarioDocumen
     }
   }
   if (read_from.empty()) return;
-  if (split[0] != split[1]) {
-    read_from = key_join(path, split[0] ? names[1] : names[0]);
+  if (pipe != grad) {
+    read_from = key_join(path, pipe ? "grad_partitioned" : "pipe_partitioned");
     d.warn(read_from, "zerosim splits the pipeline's activations and gradients over TP together: "
                       "simulated with neither split");
   }
-  set_from(d, *find_key("parallel.scatter_gather_tensors_in_pipeline"), read_from,
-           split[0] && split[1]);
+  set_from(d, *find_key("parallel.scatter_gather_tensors_in_pipeline"), read_from, pipe && grad);
 }
 
 // sequence_parallel_size: the degree of DeepSpeed's Ulysses sequence parallelism (the sequence

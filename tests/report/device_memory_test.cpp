@@ -46,6 +46,17 @@ Bytes allocated(const TrainingPlan& tp, const std::string& name) {
   return b;
 }
 
+// The sizes of rank 0's allocations named `name` ("alloc X"), one entry per allocation.
+std::multiset<Bytes> allocations(const TrainingPlan& tp, const std::string& name) {
+  std::multiset<Bytes> sizes;
+  for (const Op& op : tp.plan.ops) {
+    if (op.rank == 0 && op.kind == OpKind::Alloc && tp.plan.names[op.name] == "alloc " + name) {
+      sizes.insert(op.bytes);
+    }
+  }
+  return sizes;
+}
+
 Bytes cat(const MemoryUsage& m, MemCategory c) { return m.category_max[static_cast<int>(c)]; }
 
 TEST(reportDeviceMemory, LossChainPerFramework) {
@@ -79,15 +90,10 @@ TEST(reportDeviceMemory, TorchtitansLossParallelKeepsMoreFp32CopiesUnderTensorPa
   Scenario s = resolve_scenario(two);
   const TrainingPlan tp = build_training_plan(s, true);
   const Bytes logits = kLogits / 2;
-  std::multiset<Bytes> forward, backward;
-  for (const Op& op : tp.plan.ops) {
-    if (op.rank != 0 || op.kind != OpKind::Alloc) continue;
-    const std::string& name = tp.plan.names[op.name];
-    if (name == "alloc loss forward temporaries") forward.insert(op.bytes);
-    if (name == "alloc loss backward temporaries") backward.insert(op.bytes);
-  }
-  EXPECT_EQ(forward, (std::multiset<Bytes>{2 * logits, 4 * logits, 4 * logits}));
-  EXPECT_EQ(backward, (std::multiset<Bytes>{4 * logits, 4 * logits, 4 * logits}));
+  EXPECT_EQ(allocations(tp, "loss forward temporaries"),
+            (std::multiset<Bytes>{2 * logits, 4 * logits, 4 * logits}));
+  EXPECT_EQ(allocations(tp, "loss backward temporaries"),
+            (std::multiset<Bytes>{4 * logits, 4 * logits, 4 * logits}));
   EXPECT_EQ(allocated(tp, "logits"), 4 * logits);  // the saved log-softmax
   const StepReport r = memory_report(s);
   EXPECT_EQ(cat(r.memory, MemCategory::Activations) - allocated(tp, "activations"), 16 * logits);
@@ -107,11 +113,9 @@ TEST(reportDeviceMemory, LayerActivationsAndLossTemporariesAreTensorsForTheAlloc
       s.parallel.recompute, s.training.flash_attention, false, s.parallel.cp, 0, {}, false,
       torchtitan);
   int layers = 0;
-  std::multiset<Bytes> forward, backward;
   for (const Op& op : tp.plan.ops) {
     if (op.rank != 0 || op.kind != OpKind::Alloc) continue;
-    const std::string& name = tp.plan.names[op.name];
-    if (name == "alloc activations") {
+    if (tp.plan.names[op.name] == "alloc activations") {
       ++layers;
       const std::vector<Bytes>& sizes = tp.plan.alloc_tensors.at({op.name, op.bytes});
       EXPECT_EQ(sizes.size(), tensors.size());
@@ -119,12 +123,12 @@ TEST(reportDeviceMemory, LayerActivationsAndLossTemporariesAreTensorsForTheAlloc
       for (Bytes b : sizes) sum += b;
       EXPECT_EQ(sum, op.bytes);
     }
-    if (name == "alloc loss forward temporaries") forward.insert(op.bytes);
-    if (name == "alloc loss backward temporaries") backward.insert(op.bytes);
   }
   EXPECT_EQ(layers, s.model.num_layers);
-  EXPECT_EQ(forward, (std::multiset<Bytes>{2 * kLogits, 4 * kLogits}));
-  EXPECT_EQ(backward, (std::multiset<Bytes>{4 * kLogits, 4 * kLogits}));
+  EXPECT_EQ(allocations(tp, "loss forward temporaries"),
+            (std::multiset<Bytes>{2 * kLogits, 4 * kLogits}));
+  EXPECT_EQ(allocations(tp, "loss backward temporaries"),
+            (std::multiset<Bytes>{4 * kLogits, 4 * kLogits}));
 }
 
 TEST(reportDeviceMemory, NanotronKeepsDdpBucketsAtAnyStageWithDataParallelism) {
