@@ -90,7 +90,8 @@ std::string bubble_advice(const Scenario& s) {
   }
   // ZB-H1 (Qi et al., ICLR 2024) fills the cool-down with the deferred weight gradients: about a
   // third of 1F1B's bubble at the same memory, where the zero-bubble Megatron fork runs it.
-  if (p.pp > 1 && p.pipeline_schedule != PipelineSchedule::ZeroBubble && s.zero_bubble_runs()) {
+  if (p.pp > 1 && p.virtual_stages == 1 && p.pipeline_schedule != PipelineSchedule::ZeroBubble &&
+      s.zero_bubble_runs()) {
     o.push_back("parallel.pipeline_schedule=zero-bubble (weight gradients deferred into the "
                 "bubble)");
   }

@@ -228,6 +228,9 @@ Template StageBuilder::build() {
     if (!steps[k].forward && first_backward == steps.size()) first_backward = k;
     if (steps[k].forward) last_forward = k;
   }
+  // A schedule that says where each receive goes (ZB-V) names a pass: the op that ends it.
+  const std::int32_t start = last_compute_;
+  std::vector<std::int32_t> end_of_step(steps.size(), start);
   std::int32_t end_before_previous = last_compute_;
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const PassStep& st = steps[k];
@@ -236,6 +239,8 @@ Template StageBuilder::build() {
                        steps[k - 1].forward != st.forward &&
                        !(k == first_backward && last_forward < k);
     recv_after_ = early ? end_before_previous : end_of_previous;
+    if (st.receive_after == PassStep::kAtStart) recv_after_ = start;
+    if (st.receive_after >= 0) recv_after_ = end_of_step[static_cast<std::size_t>(st.receive_after)];
     if (st.combined_with_next) {
       const PassStep& b = steps[++k];
       --backwards_left;
@@ -254,6 +259,7 @@ Template StageBuilder::build() {
         backward_pass(st.mb, st.chunk, BackwardPart::Whole, last_of_chunk, backwards_left == 0);
       }
     }
+    end_of_step[k] = last_compute_;
     end_before_previous = end_of_previous;
   }
   optimizer_step();

@@ -560,7 +560,8 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                          "virtual_stages").in_cases("parallel.pipeline_model_parallel_layout"));
   t.push_back(enum_key("parallel.pipeline_schedule", nullptr, kPipelineScheduleNames,
                        "pipeline schedule (default: interleaved when virtual_stages > 1, else "
-                       "1f1b; zero-bubble is ZB-H1; dualpipe is DeepSeek-V3's DualPipe, two "
+                       "1f1b; zero-bubble is ZB-H1, or ZB-V with virtual_stages 2; dualpipe is "
+                       "DeepSeek-V3's DualPipe, two "
                        "copies of the model; dualpipev its V-shaped cut in half, with "
                        "virtual_stages 2)",
                        FIELD(parallel.pipeline_schedule))

@@ -255,8 +255,9 @@ std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
     return first_last ? first_last_split(p, layers) : accounted_split(p, layers);
   }
   const std::int64_t virtual_stages = std::int64_t{p.pp} * p.virtual_stages;
-  // DualPipe leaves the split to its user: it takes any (resolve.cpp warns).
-  if (p.virtual_stages > 1 && layers % virtual_stages != 0 && !s.second_chunk_returns()) {
+  // DualPipe leaves the split to its user: it takes any (resolve.cpp warns). ZB-V splits as
+  // Megatron does (the fork's README: an even number of layers per pipeline stage).
+  if (p.virtual_stages > 1 && layers % virtual_stages != 0 && !s.dualpipe_library()) {
     throw InputError("parallel.virtual_stages",
                      "model.num_layers (" + str(layers) +
                          ") must be divisible by pp x virtual_stages = " + str(virtual_stages) +

@@ -317,7 +317,7 @@ void pipeline_rules(Scenario& s, const Given& given) {
   }
   virtual_stage_layers(s);  // throws on a split Megatron refuses
   const std::int64_t split_stages = std::int64_t{p.pp} * p.virtual_stages;
-  if (s.second_chunk_returns() && m.num_layers % split_stages != 0) {
+  if (s.dualpipe_library() && m.num_layers % split_stages != 0) {
     s.warnings.push_back(
         {p.virtual_stages > 1 ? "parallel.virtual_stages" : "parallel.pp",
          "model.num_layers (" + std::to_string(m.num_layers) + ") does not divide into the " +
@@ -338,12 +338,25 @@ void pipeline_rules(Scenario& s, const Given& given) {
                             " stages one layer longer"});
   }
   if (given("parallel.pipeline_schedule")) {
-    if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.virtual_stages > 1) {
-      throw InputError("parallel.pipeline_schedule",
-                       "'zero-bubble' is ZB-H1, one model chunk per stage; with "
-                       "parallel.virtual_stages > 1 (ZB-V) it is not simulated yet");
+    const bool zero_bubble = p.pipeline_schedule == PipelineSchedule::ZeroBubble;
+    if (zero_bubble && p.virtual_stages > 2) {
+      throw InputError("parallel.virtual_stages",
+                       "'zero-bubble' is ZB-H1 with one model chunk per stage and ZB-V with two, "
+                       "V-shaped (the zero-bubble fork's --zero-bubble-v-schedule): allowed: 1 "
+                       "or 2; got " + std::to_string(p.virtual_stages));
     }
-    if (p.pipeline_schedule != PipelineSchedule::DualPipeV &&
+    if (zero_bubble && p.virtual_stages == 2 && !p.pipeline_layout.empty()) {
+      throw InputError("parallel.pipeline_model_parallel_layout",
+                       "is Megatron-core's layout of its own schedules' virtual stages; not "
+                       "simulated with ZB-V");
+    }
+    if (zero_bubble && p.virtual_stages == 2 && p.pp > 1) {
+      s.warnings.push_back({"parallel.pipeline_schedule",
+                            "ZB-V's order is approximated: the zero-bubble fork searches it with "
+                            "the pass times it profiles in its first iterations; zerosim with the "
+                            "paper's FLOP counts of a layer's F, B and W"});
+    }
+    if (p.pipeline_schedule != PipelineSchedule::DualPipeV && !zero_bubble &&
         (p.pipeline_schedule == PipelineSchedule::Interleaved) != (p.virtual_stages > 1)) {
       throw InputError("parallel.pipeline_schedule",
                        "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
@@ -422,7 +435,7 @@ void batch_rules(Scenario& s, const Given& given) {
                          " zerosim simulates; raise training.micro_batch_size");
   }
   const bool odd_for_dualpipe = s.two_model_copies() && gas % 2 != 0;
-  if (s.second_chunk_returns() && (gas < 2 * s.parallel.pp || odd_for_dualpipe)) {
+  if (s.dualpipe_library() && (gas < 2 * s.parallel.pp || odd_for_dualpipe)) {
     // dualpipe.py and dualpipev.py assert num_chunks >= num_ranks * 2; dualpipe.py feeds half
     // of them from each end.
     throw InputError("training.gradient_accumulation_steps",
@@ -728,7 +741,7 @@ void megatron_rules(Scenario& s, const Given& given) {
     if (p.framework != Framework::Megatron || p.ep <= 1)
       throw InputError(key, "is Megatron-core's EP all-to-all overlap: needs parallel.framework "
                             "megatron and parallel.ep > 1");
-    if (s.second_chunk_returns())
+    if (s.dualpipe_library())
       throw InputError(key, "is Megatron-core's combined 1F1B; DualPipe overlaps its "
                             "forwards and backwards itself: set false");
     if (p.pp > 1 && p.pipeline_schedule != PipelineSchedule::Interleaved)
@@ -773,16 +786,16 @@ void megatron_rules(Scenario& s, const Given& given) {
                      "a Megatron-LM flag: needs parallel.framework megatron and zero.stage 0 "
                      "(DDP) or 1 (distributed optimizer)");
   }
-  // ZB-H1 is the zero-bubble authors' Megatron-LM fork (sail-sg/zero-bubble-pipeline-
-  // parallelism), with DDP or the distributed optimizer.
+  // ZB-H1 and ZB-V are the zero-bubble authors' Megatron-LM fork (sail-sg/zero-bubble-
+  // pipeline-parallelism), with DDP or the distributed optimizer.
   if (p.pipeline_schedule == PipelineSchedule::ZeroBubble && p.pp > 1 && !s.zero_bubble_runs()) {
     throw InputError("parallel.pipeline_schedule",
-                     "'zero-bubble' (ZB-H1) is simulated as the zero-bubble Megatron-LM fork runs "
-                     "it: needs parallel.framework megatron and zero.stage 0 or 1");
+                     "'zero-bubble' (ZB-H1, ZB-V) is simulated as the zero-bubble Megatron-LM fork "
+                     "runs it: needs parallel.framework megatron and zero.stage 0 or 1");
   }
   // DualPipe's training loop reduces the gradients after the step: its deferred weight
   // gradients are accumulated by hand (WeightGradStore), past the frameworks' gradient hooks.
-  if (s.second_chunk_returns()) {
+  if (s.dualpipe_library()) {
     if (!(p.framework == Framework::Megatron && zs <= 1)) {
       throw InputError("parallel.pipeline_schedule",
                        "DualPipe is simulated as DeepSeek's DualPipe library runs a "

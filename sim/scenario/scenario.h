@@ -348,12 +348,21 @@ struct Scenario {
     return static_cast<double>(training.micro_batch_size) * model.seq_length /
            static_cast<double>(parallel.cp);
   }
-  // DualPipe's placements: each stage's second chunk runs from the last stage back to the first,
-  // so the first stage holds both ends of the model (and, with two copies, so does the last).
-  bool second_chunk_returns() const {
+  // ZB-V: the zero-bubble schedule with two chunks per stage, placed V-shaped.
+  bool zero_bubble_v() const {
+    return parallel.pp > 1 && parallel.pipeline_schedule == PipelineSchedule::ZeroBubble &&
+           parallel.virtual_stages == 2;
+  }
+  // DeepSeek's DualPipe library (dualpipe.py, dualpipev.py), whose own rules apply: any layer
+  // split, at least 2 pp micro-batches, gradients reduced after the step.
+  bool dualpipe_library() const {
     return parallel.pp > 1 && (parallel.pipeline_schedule == PipelineSchedule::DualPipe ||
                                parallel.pipeline_schedule == PipelineSchedule::DualPipeV);
   }
+  // V-shaped placements (DualPipe's, DualPipeV's, ZB-V's): each stage's second chunk runs from
+  // the last stage back to the first, so the first stage holds both ends of the model (and,
+  // with DualPipe's two copies, so does the last).
+  bool second_chunk_returns() const { return dualpipe_library() || zero_bubble_v(); }
   // DualPipe proper: two copies of the model, whose gradients are summed before the step.
   bool two_model_copies() const {
     return parallel.pp > 1 && parallel.pipeline_schedule == PipelineSchedule::DualPipe;
@@ -420,11 +429,10 @@ struct Scenario {
     return parallel.recompute == Recompute::Full && zero.stage == 3 &&
            parallel.framework == Framework::DeepSpeed && !zero.per_parameter_stage3();
   }
-  // Where ZB-H1 runs: the zero-bubble Megatron-LM fork, with DDP or the distributed optimizer,
-  // one model chunk per stage.
+  // Where ZB-H1 and ZB-V run: the zero-bubble Megatron-LM fork, with DDP or the distributed
+  // optimizer.
   bool zero_bubble_runs() const {
-    return parallel.framework == Framework::Megatron && zero.stage <= 1 &&
-           parallel.virtual_stages == 1;
+    return parallel.framework == Framework::Megatron && zero.stage <= 1;
   }
   // DeepSpeed's sequence parallelism (Ulysses, DistributedAttention): context parallelism under
   // DeepSpeed, which exchanges by all-to-all and reduces gradients in

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "sim/parallel/schedules.h"
+#include "tests/parallel/v_pipeline_replay.h"
 
 namespace zerosim::plan_detail {
 namespace {
@@ -231,6 +233,70 @@ TEST(schedules, NoPipelineRunsEachMicroBatchThrough) {
 // 1F1B phase starting one forward later, each steady-state forward marked to run with the
 // backward after it, and a combined forward's micro-batch never the backward's (they must be
 // independent). Without pipelining: F0, then (F j+1, B j) pairs, then the last backward.
+// ZB-V (the zero-bubble fork's README, "Comparison of Schedules", assuming T_F = T_B = T_W):
+// no bubble at 1F1B's activation memory. Replayed with equal pass times and no communication,
+// every stage computes its 6 m chunk passes back to back once the V has filled: it idles only the
+// fill, p - 1 chunk forwards, in a step of 6 m + p - 1. Every (micro-batch, chunk) runs F, B and
+// W once, in that order on its stage; chunk 0's forwards and chunk 1's enter in micro-batch
+// order. Memory as the fork counts it (runtime.py: F +34h + 5as per token, W -32h, B the rest;
+// h 4096, 32 heads, s 4096 here) stays within 2 p chunk forwards, the p micro-batches 1F1B's first
+// stage holds.
+TEST(schedules, ZeroBubbleVHasNoBubbleBeyondTheFillAtOneFOneBsMemory) {
+  ZeroBubbleVCosts equal;
+  equal.forward_memory = 34 * 4096 + 5 * 32 * 4096;
+  equal.weight_backward_memory = -32 * 4096;
+  equal.input_backward_memory = -equal.forward_memory - equal.weight_backward_memory;
+  for (int p : {2, 3, 4, 8}) {
+    for (int m : {2 * p, 3 * p + 1, 4 * p}) {
+      std::vector<std::vector<PassStep>> orders;
+      for (int stage = 0; stage < p; ++stage) {
+        orders.push_back(zero_bubble_v_schedule(m, p, stage, equal));
+        std::map<std::tuple<int, int, int>, int> at;  // (kind, mb, chunk) -> position
+        int next_f[2] = {0, 0};
+        std::int64_t memory = 0, peak = 0;
+        for (int i = 0; i < static_cast<int>(orders.back().size()); ++i) {
+          const PassStep& st = orders.back()[static_cast<std::size_t>(i)];
+          const int kind = st.forward ? 0 : st.part == BackwardPart::Weight ? 2 : 1;
+          if (!st.forward) ASSERT_NE(st.part, BackwardPart::Whole);
+          EXPECT_TRUE(at.emplace(std::tuple{kind, st.mb, st.chunk}, i).second);
+          if (st.forward) EXPECT_EQ(st.mb, next_f[st.chunk]++);
+          if (kind > 0) EXPECT_LT((at[{kind - 1, st.mb, st.chunk}]), i);
+          memory += kind == 0 ? equal.forward_memory
+                              : kind == 1 ? equal.input_backward_memory
+                                          : equal.weight_backward_memory;
+          peak = std::max(peak, memory);
+        }
+        EXPECT_EQ(static_cast<int>(at.size()), 6 * m);
+        EXPECT_EQ(memory, 0);
+        EXPECT_LE(peak, 2 * p * equal.forward_memory) << "p " << p << " m " << m;
+      }
+      const VReplay r = replay_v_pipeline(orders, 1, 1, 1);
+      EXPECT_EQ(r.makespan, 6 * m + p - 1) << "p " << p << " m " << m;
+      for (int stage = 0; stage < p; ++stage) EXPECT_EQ(r.idle[stage], p - 1);
+    }
+  }
+}
+
+// Ordered by unequal pass times and a point-to-point time, or with fewer micro-batches than
+// the V holds, the order is still one the V can run (each input runs before its use).
+TEST(schedules, ZeroBubbleVOrdersRunForAnyTimesAndMicroBatches) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {1, 2, p - 1, p + 1, 2 * p - 1, 5 * p}) {
+      if (m < 1) continue;
+      for (const ZeroBubbleVCosts& c :
+           {ZeroBubbleVCosts{5, 6, 4, 1, 34, -2, -32},
+            ZeroBubbleVCosts{28672, 32768, 24576, 0, 34 * 4096, -2 * 4096, -32 * 4096},
+            ZeroBubbleVCosts{3, 9, 1, 2, 10, -1, -9}}) {
+        std::vector<std::vector<PassStep>> orders;
+        for (int stage = 0; stage < p; ++stage) orders.push_back(zero_bubble_v_schedule(m, p, stage, c));
+        const VReplay r = replay_v_pipeline(orders, c.forward, c.input_backward, c.weight_backward);
+        EXPECT_GE(r.makespan, 2 * m * (c.forward + c.input_backward + c.weight_backward))
+            << "p " << p << " m " << m;
+      }
+    }
+  }
+}
+
 TEST(schedules, CombinedOneFOneBPairsEachSteadyForwardWithTheNextBackward) {
   for (int stage : {0, 1, 3}) {
     const int p = 4, m = 8, v = 2;
