@@ -95,6 +95,13 @@ std::string bubble_advice(const Scenario& s) {
     o.push_back("parallel.pipeline_schedule=zero-bubble (weight gradients deferred into the "
                 "bubble)");
   }
+  // ZB-V, the fork's V schedule, leaves only the pipeline's fill at 1F1B's activation memory,
+  // where the layers split into 2 pp chunks.
+  if (p.pp > 1 && !s.zero_bubble_v() && s.zero_bubble_runs() && p.pipeline_layout.empty() &&
+      s.model.num_layers % (2 * static_cast<std::int64_t>(p.pp)) == 0) {
+    o.push_back("parallel.pipeline_schedule=zero-bubble with parallel.virtual_stages=2 (ZB-V: "
+                "only the pipeline's fill left idle)");
+  }
   if (p.pp > 1) o.push_back(at_most("PP", p.pp / 2));
   return o.empty() ? "the bubble is the pipeline's drain" : "try " + or_list(o);
 }
