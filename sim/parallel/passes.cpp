@@ -116,38 +116,45 @@ std::int32_t StageBuilder::flush_exchange(QueuedExchange& q) {
 // DistributedAttention): all-to-alls on the compute stream, waited for; forward, the queries,
 // keys and values before the attention and its output after it; backward, the output's gradient
 // (with Transformer Engine the output too) before and the gradients of the queries, keys and
-// values after; a backward that recomputes the forward runs the forward's two first.
+// values after; a backward that recomputes the forward runs the forward's two first. a2a+p2p
+// (Transformer Engine's AttnFuncWithCPAndKVP2P given an a2a and a p2p group): the a2a level's
+// all-to-alls as a2a's, the output's gradient alone before the backward (the output is saved
+// after its all-to-all), around the ring of the p2p level, whose keys and values are the
+// all-to-all's (a2a times the tokens of 1 / a2a of the heads); the all-to-alls after the
+// attention wait for the ring.
 std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t prev,
                                                    const std::string& what) {
-  const bool recompute = backward && s_.parallel.recompute == Recompute::Full;
-  if (s_.parallel.cp_comm_type == CpCommType::A2a) {
-    std::int32_t last = prev;
+  const ParallelConfig& p = s_.parallel;
+  const bool recompute = backward && p.recompute == Recompute::Full;
+  std::int32_t last = prev;
+  if (p.cp_a2a_degree() > 1) {
     const auto all_to_all = [&](Bytes bytes, const std::string& name) {
       last = e_.collective(Peer::Cp, CollectiveKind::AllToAll, bytes, Stream::Compute,
                            name + " " + what, {last});
     };
     if (!backward || recompute) all_to_all(cp_qkv_bytes_, "cp qkv all_to_all");
     if (recompute) all_to_all(cp_out_bytes_, "cp out all_to_all");
-    // Transformer Engine saves the output in sequence order and exchanges it again with its
-    // gradient; DeepSpeed's DistributedAttention is autograd over its four all-to-alls, so its
-    // backward exchanges the output's gradient alone.
-    if (backward && s_.deepspeed_ulysses()) {
+    // Transformer Engine's Ulysses attention saves the output in sequence order and exchanges it
+    // again with its gradient; DeepSpeed's DistributedAttention is autograd over its four
+    // all-to-alls, and the a2a+p2p attention saves the exchanged output: their backwards
+    // exchange the output's gradient alone.
+    if (backward && (s_.deepspeed_ulysses() || p.cp_comm_type == CpCommType::A2aP2p)) {
       all_to_all(cp_out_bytes_, "cp dout all_to_all");
     } else if (backward) {
       all_to_all(2 * cp_out_bytes_, "cp out+dout all_to_all");
     }
-    return last;
+    if (p.cp_comm_type == CpCommType::A2a || p.cp_a2a_degree() == p.cp) return last;
   }
-  const bool ring = s_.parallel.cp_comm_type == CpCommType::P2p;
+  const bool ring = p.cp_comm_type == CpCommType::P2p || p.cp_comm_type == CpCommType::A2aP2p;
   const Stream stream = ring ? Stream::CpComm : Stream::Compute;
+  const Peer peer = p.cp_a2a_degree() > 1 ? Peer::CpRing : Peer::Cp;
   const int gathers = recompute ? 2 : 1;
-  std::int32_t last = prev;
   for (int i = 0; i < gathers; ++i) {
-    last = e_.collective(Peer::Cp, CollectiveKind::AllGather, cp_kv_bytes_, stream,
+    last = e_.collective(peer, CollectiveKind::AllGather, cp_kv_bytes_, stream,
                          "cp kv all_gather " + what, {last});
   }
   if (ring && backward) {
-    last = e_.collective(Peer::Cp, CollectiveKind::ReduceScatter, cp_kv_bytes_, stream,
+    last = e_.collective(peer, CollectiveKind::ReduceScatter, cp_kv_bytes_, stream,
                          "cp dkv reduce_scatter " + what, {last});
   }
   return last;
@@ -155,12 +162,13 @@ std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t p
 
 void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, std::int32_t before,
                                           const std::string& what) {
-  if (s_.parallel.cp_comm_type == CpCommType::A2a) {
+  const CpCommType type = s_.parallel.cp_comm_type;
+  if (type == CpCommType::A2a || (type == CpCommType::A2aP2p && s_.parallel.cp_a2a_degree() > 1)) {
     e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::AllToAll,
                                backward ? cp_qkv_bytes_ : cp_out_bytes_, Stream::Compute,
                                (backward ? "cp dqkv all_to_all " : "cp out all_to_all ") + what,
-                               {compute}));
-  } else if (s_.parallel.cp_comm_type == CpCommType::P2p) {
+                               {compute, before}));
+  } else if (type == CpCommType::P2p || type == CpCommType::A2aP2p) {
     e_.host_wait(before);
   } else if (backward) {
     e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::ReduceScatter, cp_kv_bytes_,
@@ -245,7 +253,7 @@ void StageBuilder::forward_unit(ForwardPass& f, std::size_t u) {
   std::int32_t exchange = -1;
   if (context) {
     exchange = context_exchange_before(false, f.prev, unit_op_name(unit, "fwd") + suffix);
-    if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
+    if (!context_ring_overlaps()) deps.push_back(exchange);
   }
   const bool experts = expert_exchanges_ && unit.forward == WorkKind::MoeForward;
   if (experts && f.combined) {
@@ -381,7 +389,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
   std::int32_t exchange = -1;
   if (context) {
     exchange = context_exchange_before(true, b.prev, unit_op_name(unit, "bwd") + suffix);
-    if (s_.parallel.cp_comm_type != CpCommType::P2p) deps.push_back(exchange);
+    if (!context_ring_overlaps()) deps.push_back(exchange);
   }
   const bool experts = expert_exchanges_ && unit.backward == WorkKind::MoeBackward;
   if (experts && b.combined) {

@@ -29,7 +29,11 @@ class Instantiator {
       : s_(s), templates_(templates), fold_(fold), out_(out), plan_(out.plan),
         tp_(s.parallel.tp), pp_(s.parallel.pp), dp_(fold ? 1 : s.parallel.dp_cp()),
         dp_all_(s.parallel.dp_cp()), k_(dp_subgroup_size(s)), ep_(s.ep_dp_span()),
-        ep_span_tp_(s.experts_span_tp()), cp_(s.parallel.cp), flex_(flex_dispatch(s)) {}
+        ep_span_tp_(s.experts_span_tp()), cp_(s.parallel.cp),
+        cp_ring_(s.parallel.cp_comm_type == CpCommType::A2aP2p
+                     ? s.parallel.cp / s.parallel.cp_a2a_degree()
+                     : 1),
+        flex_(flex_dispatch(s)) {}
 
   void run() {
     plan_.num_ranks = tp_ * dp_ * pp_;
@@ -46,7 +50,11 @@ class Instantiator {
     for (int d = 0; d < dp_all_; d += k_) first_replica_.push_back(d);
     for (int d = 0; d < ep_; ++d) first_expert_group_.push_back(d);
     for (int d = 0; d < dp_all_; d += ep_) first_expert_replica_.push_back(d);
-    for (int d = 0; d < cp_; ++d) first_context_group_.push_back(d);
+    // Hierarchical CP: Cp is the a2a level (its first cp / cp_ring_ DP indices folded), CpRing
+    // the p2p level (DP indices 0, a2a, 2 a2a, ...).
+    const int cp_block = cp_ring_ > 1 && cp_ring_ < cp_ ? cp_ / cp_ring_ : cp_;
+    for (int d = 0; d < cp_block; ++d) first_context_group_.push_back(d);
+    for (int d = 0; d < cp_; d += cp_block) first_context_ring_.push_back(d);
     group_of_.resize(plan_.num_ranks);
     position_.resize(plan_.num_ranks);
     for (auto& g : group_of_) g.fill(-1);
@@ -149,10 +157,35 @@ class Instantiator {
       split_dp(st, t, ep_, ep_span_tp_ ? nullptr : &experts, &replicas);
     }
     // The cp consecutive ranks sharing each sample (their strided groups, the DP groups without
-    // CP, carry nothing: gradients are reduced over the whole dp x cp group).
-    if (cp_ > 1) {
+    // CP, carry nothing: gradients are reduced over the whole dp x cp group). Hierarchical CP
+    // splits them into its a2a level (consecutive) and its p2p level.
+    if (cp_ > 1 && cp_ring_ > 1 && cp_ring_ < cp_) {
+      const SubGroups a2a{Peer::Cp, GroupKind::Cp, "cp-a2a", first_context_group_};
+      split_dp(st, t, cp_ / cp_ring_, &a2a, nullptr);
+      context_ring_groups(st, t);
+    } else if (cp_ > 1) {
       const SubGroups context{Peer::Cp, GroupKind::Cp, "cp", first_context_group_};
       split_dp(st, t, cp_, &context, nullptr);
+    }
+  }
+
+  // Hierarchical CP's p2p level: within each sample's cp consecutive DP indices, the ranks at the
+  // same place in each a2a group (create_hierarchical_groups' second level). Folded, the first
+  // DP index stands for the first such group.
+  void context_ring_groups(int st, int t) {
+    const int a2a = cp_ / cp_ring_;
+    const int samples = fold_ ? 1 : dp_all_ / cp_, places = fold_ ? 1 : a2a;
+    const int members = fold_ ? 1 : cp_ring_;
+    for (int j = 0; j < samples; ++j) {
+      for (int i = 0; i < places; ++i) {
+        std::vector<std::int32_t> ranks;
+        for (int k = 0; k < members; ++k) ranks.push_back(rank_of(st, j * cp_ + i + k * a2a, t));
+        const int g = add_group(ranks,
+                                "cp-p2p" + std::to_string(j * a2a + i) + " s" +
+                                    std::to_string(st) + " t" + std::to_string(t),
+                                GroupKind::Cp, first_context_ring_);
+        for (int k = 0; k < members; ++k) join(ranks[k], Peer::CpRing, g, k);
+      }
     }
   }
 
@@ -388,9 +421,11 @@ class Instantiator {
   const int tp_, pp_, dp_, dp_all_, k_, ep_;
   const bool ep_span_tp_;
   const int cp_;
+  const int cp_ring_;  // hierarchical CP's p2p degree, else 1
   const bool flex_;  // the flex dispatcher's groups are made (expert_layout.h flex_dispatch)
   std::vector<int> every_dp_, first_shard_, first_replica_;
-  std::vector<int> first_expert_group_, first_expert_replica_, first_context_group_;
+  std::vector<int> first_expert_group_, first_expert_replica_, first_context_group_,
+      first_context_ring_;
   // group_of_[rank][peer]: the group a rank's ops of that peer kind run on; position in it.
   std::vector<std::array<int, kNumPeers>> group_of_, position_;
   std::vector<std::uint32_t> coll_base_, coll_count_;

@@ -188,7 +188,10 @@ Template StageBuilder::build() {
         m.is_mla() ? static_cast<double>(m.qk_width() + m.v_width()) / tp
                    : 2.0 * static_cast<double>(std::max<std::int64_t>(1, m.num_kv_heads / tp)) *
                          static_cast<double>(m.head_dim());
-    cp_kv_bytes_ = static_cast<Bytes>(2.0 * sb * kv_width * static_cast<double>(cp));
+    // With a2a+p2p the ring runs over the p2p level after the a2a: each rank then holds a2a
+    // times the tokens of 1 / a2a of the heads, the same bytes, gathered from cp / a2a ranks.
+    cp_kv_bytes_ = static_cast<Bytes>(2.0 * sb * kv_width *
+                                      static_cast<double>(cp / s_.parallel.cp_a2a_degree()));
     // a2a (Ulysses): the all-to-alls trade each rank's tokens of all its heads for all tokens of
     // 1 / cp of its heads, a buffer of the rank's own size: its queries, keys and values (the
     // gradients' going back), and its attention output.

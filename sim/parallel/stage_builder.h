@@ -129,6 +129,12 @@ class StageBuilder {
   // (returns the op its compute must wait for, or -1), and after it (the dK/dV reduction of a
   // backward; the wait for an overlapped exchange).
   std::int32_t context_exchange_before(bool backward, std::int32_t prev, const std::string& what);
+  // The ring of p2p, and of a2a+p2p's p2p level, runs beside the attention, which does not wait
+  // for it (the all-to-alls, on the compute stream, precede it in stream order).
+  bool context_ring_overlaps() const {
+    return s_.parallel.cp_comm_type == CpCommType::P2p ||
+           s_.parallel.cp_comm_type == CpCommType::A2aP2p;
+  }
   void context_exchange_after(bool backward, std::int32_t compute, std::int32_t before,
                               const std::string& what);
   void optimizer_step();

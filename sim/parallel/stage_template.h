@@ -24,7 +24,9 @@ namespace zerosim::plan_detail {
 // tokens) and the expert-data-parallel groups (the ranks holding the same experts, which reduce
 // their gradients); with expert TP 1 and ep a multiple of tp (Scenario::experts_span_tp) an Ep
 // group is ep / tp consecutive DP indices at every TP rank, and Edp splits by k = ep / tp. Cp: the cp consecutive ranks of the dp x cp group that share a sample
-// (context parallelism, cp inner to dp as in Megatron's rank order). With DualPipe's placements
+// (context parallelism, cp inner to dp as in Megatron's rank order); with hierarchical CP
+// (a2a+p2p) Cp is its a2a level, consecutive ranks of those, and CpRing its p2p level, the ranks
+// at the same place in each a2a group of a sample's cp ranks. With DualPipe's placements
 // the second chunk runs from the last stage back to the first: its activations go to the previous
 // stage (BackSendPrev, BackRecvNext) and its gradients to the next (BackSendNext, BackRecvPrev),
 // on groups of their own, so that each group carries one chunk's transfers of one direction in
@@ -33,9 +35,9 @@ namespace zerosim::plan_detail {
 // ranks on one node, and its ranks at the same place on each of its nodes (one per node).
 enum class Peer : std::uint8_t {
   Dp, Tp, SendNext, RecvPrev, SendPrev, RecvNext, DpShard, DpReplica, Ep, Edp, Cp,
-  BackSendPrev, BackRecvNext, BackSendNext, BackRecvPrev, Mirror, EpNode, EpRail
+  BackSendPrev, BackRecvNext, BackSendNext, BackRecvPrev, Mirror, EpNode, EpRail, CpRing
 };
-inline constexpr int kNumPeers = 18;
+inline constexpr int kNumPeers = 19;
 
 // Collectives are matched across ranks by (group, instance).
 struct TemplateOp {

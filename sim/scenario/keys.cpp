@@ -246,6 +246,28 @@ KeySpec recompute_modules_key(std::string path, std::string help) {
   return k;
 }
 
+// Megatron-core's hierarchical_context_parallel_sizes: the degrees of CP's levels, [a2a, p2p] for
+// cp_comm_type a2a+p2p (Transformer Engine takes two groups).
+KeySpec hierarchical_cp_key(std::string path, std::string help) {
+  KeySpec k = entry(std::move(path), "list", nullptr, std::move(help));
+  k.read = [p = k.path](const json& v, Scenario& s) {
+    if (v.is_null()) return;
+    if (!v.is_array() || v.size() != 2)
+      throw InputError(p, "expected two degrees [a2a, p2p] (Transformer Engine's a2a+p2p has "
+                          "two levels), got " + v.dump());
+    std::vector<int> sizes;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      sizes.push_back(static_cast<int>(
+          read_integer(v[i], p + "[" + std::to_string(i) + "]", 1, std::int64_t{1} << 24)));
+    s.parallel.hierarchical_cp_sizes = sizes;
+  };
+  k.echo = [](const Scenario& s) {
+    return s.parallel.hierarchical_cp_sizes.empty() ? json()
+                                                   : json(s.parallel.hierarchical_cp_sizes);
+  };
+  return k;
+}
+
 template <class Get>
 KeySpec count_key(std::string path, json def, std::string help, Get get, AutoRule rule = {}) {
   KeySpec k = entry(std::move(path), "count", std::move(def), std::move(help));
@@ -511,10 +533,17 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                   .in_cases("parallel.cp"));
   t.push_back(enum_key("parallel.cp_comm_type", "p2p", kCpCommTypeNames,
                        "how context parallelism exchanges keys and values (Megatron "
-                       "--cp-comm-type): p2p (ring attention, overlapped), all_gather or a2a "
-                       "(Ulysses: all-to-alls that trade tokens for heads)",
+                       "--cp-comm-type): p2p (ring attention, overlapped), all_gather, a2a "
+                       "(Ulysses: all-to-alls that trade tokens for heads) or a2a+p2p (a2a over "
+                       "the first level of hierarchical_context_parallel_sizes, the ring over "
+                       "the second)",
                        FIELD(parallel.cp_comm_type))
                   .in_cases("parallel.cp_comm_type"));
+  t.push_back(hierarchical_cp_key("parallel.hierarchical_context_parallel_sizes",
+                                  "Megatron --hierarchical-context-parallel-sizes: [a2a, p2p] "
+                                  "degrees multiplying to cp, for cp_comm_type a2a+p2p (the a2a "
+                                  "level consecutive ranks)")
+                  .in_cases("parallel.hierarchical_context_parallel_sizes"));
   t.push_back(int_key("parallel.ep", 1, 1, kMaxDegree,
                       "expert-parallel degree (MoE models): each group of ep consecutive DP ranks "
                       "holds num_experts / ep experts per rank and exchanges tokens all-to-all",

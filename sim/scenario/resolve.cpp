@@ -66,27 +66,44 @@ void context_parallel_rules(const Scenario& s) {
   if (deepspeed && p.cp_comm_type != CpCommType::A2a)
     throw InputError("parallel.cp_comm_type", "DeepSpeed's sequence parallelism is Ulysses: "
                                               "allowed under deepspeed: a2a");
-  if (p.cp_comm_type == CpCommType::A2aP2p)
-    throw InputError("parallel.cp_comm_type", "a2a+p2p (hierarchical context parallelism) is not "
-                                              "simulated yet; allowed: p2p, all_gather, a2a");
-  if (p.cp_comm_type == CpCommType::A2a) {
+  const char* sizes_key = "parallel.hierarchical_context_parallel_sizes";
+  if (p.cp_comm_type == CpCommType::A2aP2p) {
+    // Megatron asserts the sizes (arguments.py) and their product (parallel_state.py); Transformer
+    // Engine's a2a+p2p takes an a2a group and a p2p group.
+    if (p.framework != Framework::Megatron)
+      throw InputError("parallel.cp_comm_type", "a2a+p2p is Megatron-core's (Transformer "
+                                                "Engine's); allowed under " +
+                                                    to_string(p.framework) + ": p2p, all_gather");
+    if (p.hierarchical_cp_sizes.empty())
+      throw InputError("parallel.cp_comm_type", std::string("a2a+p2p needs ") + sizes_key +
+                                                    " (Megatron asserts it)");
+    if (p.hierarchical_cp_sizes[0] * p.hierarchical_cp_sizes[1] != p.cp)
+      throw InputError(sizes_key, "must multiply to parallel.cp (" + std::to_string(p.cp) +
+                                      "), got [" + std::to_string(p.hierarchical_cp_sizes[0]) +
+                                      ", " + std::to_string(p.hierarchical_cp_sizes[1]) + "]");
+  }
+  if (p.cp_a2a_degree() > 1) {
+    const int a2a = p.cp_a2a_degree();
+    const char* a2a_key = p.cp_comm_type == CpCommType::A2a ? "parallel.cp_comm_type" : sizes_key;
     if (p.framework == Framework::Fsdp)
       throw InputError("parallel.cp_comm_type", "a2a is Megatron-core's (Transformer Engine's "
                                                 "Ulysses attention) and DeepSpeed's; fsdp "
                                                 "(torchtitan) has none; allowed: p2p, all_gather");
-    // Transformer Engine's a2a attention asserts that cp divides its rank's query and key heads;
-    // DeepSpeed's all-to-all splits them evenly too unless its uneven-heads path runs.
+    // Transformer Engine's a2a attention asserts that the a2a degree divides its rank's query and
+    // key heads; DeepSpeed's all-to-all splits them evenly too unless its uneven-heads path runs.
     const std::int64_t kv_heads = s.model.is_mla() ? s.model.num_attention_heads
                                                    : s.model.num_kv_heads;
+    const std::string degree = p.cp_comm_type == CpCommType::A2a
+                                   ? "the cp ranks: cp " + std::to_string(a2a)
+                                   : "the a2a level's ranks: " + std::to_string(a2a);
     for (const std::int64_t heads : {s.model.num_attention_heads, kv_heads}) {
       const std::int64_t per_rank = std::max<std::int64_t>(1, heads / p.tp);
-      if (per_rank % p.cp != 0)
-        throw InputError("parallel.cp_comm_type",
-                         "a2a splits each rank's attention heads over the cp ranks: cp " +
-                             std::to_string(p.cp) + " must divide the " +
-                             std::to_string(per_rank) + " heads per TP rank (" +
-                             std::to_string(heads) + " over tp " + std::to_string(p.tp) +
-                             "; uneven splits are not simulated)" +
+      if (per_rank % a2a != 0)
+        throw InputError(a2a_key,
+                         "a2a splits each rank's attention heads over " + degree +
+                             " must divide the " + std::to_string(per_rank) +
+                             " heads per TP rank (" + std::to_string(heads) + " over tp " +
+                             std::to_string(p.tp) + "; uneven splits are not simulated)" +
                              (deepspeed ? "" : "; allowed here: p2p, all_gather"));
     }
   }
@@ -245,6 +262,12 @@ void parallel_rules(Scenario& s, const Given& given) {
   p.dp = derived_dp;
   const ModelSpec& m = s.model;
   context_parallel_rules(s);
+  if (!p.hierarchical_cp_sizes.empty() && (p.cp == 1 || p.cp_comm_type != CpCommType::A2aP2p)) {
+    // Megatron builds the hierarchical groups whenever they are given; only a2a+p2p uses them.
+    s.warnings.push_back({"parallel.hierarchical_context_parallel_sizes",
+                          "not used: only parallel.cp_comm_type a2a+p2p (with cp > 1) exchanges "
+                          "over the hierarchical groups"});
+  }
   if (p.pp > m.num_layers) {
     throw InputError("parallel.pp", "must not exceed model.num_layers (" +
                                         std::to_string(m.num_layers) + "), got " +

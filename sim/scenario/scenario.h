@@ -39,8 +39,9 @@ enum class PipelineSchedule { GPipe, OneFOneB, Interleaved, ZeroBubble, DualPipe
 // How context parallelism exchanges keys and values (Megatron-core's --cp-comm-type): p2p, ring
 // attention (each chunk passed around the CP ring while the previous one is attended to);
 // all_gather (all keys and values gathered before attention, as Llama 3 did); a2a (Ulysses: heads
-// traded for the whole sequence by all-to-alls around attention); a2a+p2p (hierarchical) is
-// refused as not simulated.
+// traded for the whole sequence by all-to-alls around attention); a2a+p2p (hierarchical, Transformer
+// Engine's AttnFuncWithCPAndKVP2P with two groups): a2a over the first level of
+// parallel.hierarchical_context_parallel_sizes, then the ring over the second.
 enum class CpCommType { P2p, AllGather, A2a, A2aP2p };
 // How an MoE layer's tokens reach their experts' ranks (Megatron-core's
 // moe_token_dispatcher_type): alltoall, every (token, expert) pair over an NCCL all-to-all of the
@@ -179,6 +180,17 @@ struct ParallelConfig {
   // as tp: a different value is read and warned about.
   int etp = 0;
   CpCommType cp_comm_type = CpCommType::P2p;
+  // Megatron-core's hierarchical_context_parallel_sizes: [a2a, p2p] degrees whose product is cp,
+  // the a2a level consecutive CP ranks (parallel_state.py create_hierarchical_groups); empty when
+  // not given.
+  std::vector<int> hierarchical_cp_sizes;
+  // The ranks each CP all-to-all spans: cp with a2a, the first level with a2a+p2p, else none.
+  int cp_a2a_degree() const {
+    if (cp_comm_type == CpCommType::A2a) return cp;
+    return cp_comm_type == CpCommType::A2aP2p && hierarchical_cp_sizes.size() == 2
+               ? hierarchical_cp_sizes[0]
+               : 1;
+  }
   // The ranks that hold the same model shard: Megatron's data-parallel group with context
   // parallelism. Gradients are reduced, and ZeRO partitions, over these dp x cp ranks; cp
   // consecutive ones share each sample (cp is inner to dp in Megatron's rank order).

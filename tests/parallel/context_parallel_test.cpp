@@ -12,6 +12,10 @@
 // backward recomputes the forward.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <utility>
+#include <vector>
+
 #include "sim/cost/work_kernels.h"
 #include "sim/run/simulate.h"
 #include "tests/parallel/common.h"
@@ -71,6 +75,52 @@ TEST(contextParallel, UlyssesAllToAllBytesPerGpu) {
       }
     }
   }
+}
+
+// Hierarchical CP (a2a+p2p, sizes [a, r], a x r = cp): the a2a level's all-to-alls as Ulysses'
+// over a ranks (forward Q, K, V and the output; backward the output's gradient alone, 64, and
+// dQ, dK, dV: 512 values per token, 768 recomputing), then the ring over r ranks of the
+// exchanged keys and values, a times the tokens of 1 / a of the heads: the rank's own 2 x (s /
+// cp) x 128 bytes, (r - 1) of them sent forward and 2 (r - 1) backward (once more recomputing).
+TEST(contextParallel, HierarchicalAllToAllThenRingBytesPerGpu) {
+  const double layers = 2, micro_batches = 3, cp = 4;
+  for (const char* recompute : {"none", "full"}) {
+    const bool full = std::string(recompute) == "full";
+    for (const auto& [a, r] : {std::pair{2, 2}, std::pair{1, 4}, std::pair{4, 1}}) {
+      json doc = cp_doc(8, 4, 3, recompute);
+      doc["parallel"]["cp_comm_type"] = "a2a+p2p";
+      doc["parallel"]["hierarchical_context_parallel_sizes"] = {a, r};
+      const Simulation sim = simulate_step(resolve_scenario(doc));
+      const double tokens = 128.0 / cp;
+      const double a2a = 2.0 * tokens * (full ? 768 : 512) * (a - 1) / a;
+      const double ring = 2.0 * tokens * 128 * (full ? 4 : 3) * (r - 1);
+      EXPECT_NEAR(sim.report.comm_bytes_per_gpu[4], micro_batches * layers * (a2a + ring), 1e-6)
+          << recompute << " [" << a << ", " << r << "]";
+    }
+  }
+}
+
+// Megatron's hierarchical groups (parallel_state.py create_hierarchical_groups): the first level
+// consecutive ranks, the second the ranks at the same place in each first-level group. CP 4 as
+// [2, 2] over dp 2 (TP 1, one stage): rank 0 exchanges all-to-all with 1 and rings with 2.
+TEST(contextParallel, HierarchicalGroupsAreConsecutiveThenStrided) {
+  json doc = cp_doc(8, 4, 1);
+  doc["parallel"]["cp_comm_type"] = "a2a+p2p";
+  doc["parallel"]["hierarchical_context_parallel_sizes"] = {2, 2};
+  const TrainingPlan tp = build_training_plan(resolve_scenario(doc), false);
+  std::set<std::vector<int>> a2a, ring;
+  for (const Op& op : tp.plan.ops) {
+    if (op.kind != OpKind::Collective || op.rank != 0) continue;
+    const std::string& name = tp.plan.names[op.name];
+    const Collective& c = tp.plan.collectives[static_cast<std::size_t>(op.work)];
+    std::vector<int> ranks;
+    for (std::uint32_t i = 0; i < c.member_count; ++i)
+      ranks.push_back(tp.plan.ops[tp.plan.members[c.member_begin + i]].rank);
+    if (name.starts_with("cp qkv all_to_all")) a2a.insert(ranks);
+    if (name.starts_with("cp kv all_gather")) ring.insert(ranks);
+  }
+  EXPECT_EQ(a2a, (std::set<std::vector<int>>{{0, 1}}));
+  EXPECT_EQ(ring, (std::set<std::vector<int>>{{0, 2}}));
 }
 
 // DeepSpeed's engine reduces gradients in seq_parallel_communication_data_type (fp32 unless set)
@@ -135,6 +185,14 @@ TEST(contextParallel, FoldedStepEqualsTheFullOne) {
     doc["sim"]["ranks"] = "all";
     EXPECT_EQ(folded, simulate_step(resolve_scenario(doc)).report.step_time_s) << comm;
   }
+  json doc = cp_doc(16, 4, 2);
+  doc["parallel"]["cp_comm_type"] = "a2a+p2p";
+  doc["parallel"]["hierarchical_context_parallel_sizes"] = {2, 2};
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"nodes", 2}};
+  doc["sim"] = {{"ranks", "folded"}};
+  const double folded = simulate_step(resolve_scenario(doc)).report.step_time_s;
+  doc["sim"]["ranks"] = "all";
+  EXPECT_EQ(folded, simulate_step(resolve_scenario(doc)).report.step_time_s) << "a2a+p2p";
 }
 
 TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
@@ -161,8 +219,31 @@ TEST(contextParallel, RefusesWhatItDoesNotSimulate) {
             "parallel.cp");
   EXPECT_EQ(with([](json& d) { d["parallel"]["framework"] = "nanotron"; }), "parallel.cp");
   EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a"; }), "(accepted)");
+  // a2a+p2p: Megatron asserts the hierarchical sizes, two levels multiplying to cp; the a2a level
+  // splits the heads as a2a does.
   EXPECT_EQ(with([](json& d) { d["parallel"]["cp_comm_type"] = "a2a+p2p"; }),
             "parallel.cp_comm_type");
+  auto hierarchical = [&](const json& sizes, const std::function<void(json&)>& more = {}) {
+    return with([&](json& d) {
+      d["parallel"]["cp_comm_type"] = "a2a+p2p";
+      d["parallel"]["hierarchical_context_parallel_sizes"] = sizes;
+      if (more) more(d);
+    });
+  };
+  EXPECT_EQ(hierarchical({2, 1}), "(accepted)");
+  EXPECT_EQ(hierarchical({2, 2}), "parallel.hierarchical_context_parallel_sizes");
+  EXPECT_EQ(hierarchical({2}), "parallel.hierarchical_context_parallel_sizes");
+  EXPECT_EQ(hierarchical({8, 1}, [](json& d) { d["parallel"]["cp"] = 8; }),
+            "parallel.hierarchical_context_parallel_sizes");
+  EXPECT_EQ(hierarchical({2, 4}, [](json& d) { d["parallel"]["cp"] = 8; }), "(accepted)");
+  EXPECT_EQ(hierarchical({2, 1}, [](json& d) { d["parallel"]["framework"] = "fsdp"; }),
+            "parallel.cp_comm_type");
+  // Given without a2a+p2p they change nothing: said on their key.
+  json unused = cp_doc(8, 2, 1);
+  unused["parallel"]["hierarchical_context_parallel_sizes"] = {2, 1};
+  const Scenario s = resolve_scenario(unused);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0].key_path, "parallel.hierarchical_context_parallel_sizes");
   EXPECT_EQ(with([](json& d) {
               d["parallel"]["cp_comm_type"] = "a2a";
               d["parallel"]["framework"] = "fsdp";
