@@ -224,15 +224,15 @@ void expert_parallel_rules(Scenario& s) {
                                         std::to_string(p.ep));
   const ZeroConfig& z = s.zero;
   // torchtitan shards a block's routed experts over the ranks holding them and its other
-  // parameters over the dp x cp group (Zero3Params gathers each part over its group).
-  // DeepSpeed refuses it ("MoE not supported with Stage 3", runtime/engine.py
-  // _configure_zero_optimizer); Megatron-core's own FSDP with EP is not simulated.
-  if (z.stage == 3 && p.framework != Framework::Fsdp)
+  // parameters over the dp x cp group (Zero3Params gathers each part over its group); so does
+  // Megatron-core's FSDP, whose expert parameters take the expert-data-parallel group
+  // (distributed/fsdp/mcore_fsdp_adapter.py, expt_dp_group). DeepSpeed refuses it ("MoE not
+  // supported with Stage 3", runtime/engine.py _configure_zero_optimizer).
+  if (z.stage == 3 && p.framework == Framework::DeepSpeed)
     throw InputError("parallel.ep", "expert parallelism with ZeRO stage 3 is simulated for fsdp "
-                                    "(torchtitan's FSDP2 with EP); DeepSpeed asserts 'MoE not "
-                                    "supported with Stage 3' and Megatron-core's FSDP with EP is "
-                                    "not simulated; allowed otherwise with stages 0-2 (Megatron's "
-                                    "distributed optimizer is stage 1)");
+                                    "(torchtitan's FSDP2 with EP) and megatron (Megatron-core's "
+                                    "FSDP); DeepSpeed asserts 'MoE not supported with Stage 3': "
+                                    "allowed under deepspeed with stages 0-2");
   if (z.mics_shard_size > 0 || z.hpz_partition_size > 1 || z.quantized_gradients)
     throw InputError("parallel.ep", "expert parallelism with MiCS / hybrid sharding or ZeRO++ "
                                     "is not simulated yet; use ep 1");

@@ -268,9 +268,30 @@ TEST(expertParallel, FsdpShardsTheExpertsOverTheirGroup) {
   tp2["zero"]["stage"] = 1;
   tp2["parallel"]["tp"] = 2;
   EXPECT_FALSE(resolve_scenario(tp2).experts_span_tp());  // Megatron-core's default expert TP
-  // Other frameworks' stage 3 with experts is refused.
+  // DeepSpeed's stage 3 with experts is refused (it asserts so).
   json deepspeed = moe_doc(8, {{"stage", 3}}, 1, 2);
   EXPECT_EQ(input_error_key(deepspeed), "parallel.ep");
+}
+
+// Megatron-core's FSDP shards alike, its expert parameters over the expert-data-parallel group
+// (mcore_fsdp_adapter.py): per micro-batch each part is gathered for the forward and again for
+// the backward (2 bytes) and its gradients reduce-scattered in fp32 (grad_reduce_in_fp32 under
+// bf16, 4 bytes), each over its own group: m x (2 + 2 + 4) x F(N-1)/N per part.
+TEST(expertParallel, MegatronFsdpShardsTheExpertsOverTheirGroup) {
+  for (int m : {1, 2}) {
+    json doc = moe_doc(8, {{"stage", 3},
+                           {"stage3_param_persistence_threshold", 0},
+                           {"stage3_max_reuse_distance", 0}},
+                       m, 2);
+    doc["parallel"]["framework"] = "megatron";
+    const Scenario s = resolve_scenario(doc);
+    const Simulation sim = simulate_step(s);
+    const double expected = m * 8.0 * (kDense * 7.0 / 8 + kLocalExperts * 3.0 / 4);
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected) << "m " << m;
+    const StagePlan& st = sim.plan.stages[0];
+    EXPECT_EQ(st.expert_partition, kLocalExperts / 4);
+    expect_folded_equals_all(doc);
+  }
 }
 
 // Megatron's --overlap-param-gather with expert parallelism: the routed experts have buckets of
