@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include "sim/collective/fixed_duration_comm.h"
 #include "sim/cost/work_kernels.h"
@@ -231,24 +232,30 @@ TEST(expertParallel, ExpertTp1RefusalsAndWarnings) {
   EXPECT_EQ(s.warnings[0].key_path, "parallel.etp");
 }
 
-// FSDP (torchtitan) with expert parallelism: the routed experts are sharded over the dp / ep = 4
-// ranks holding them and the other parameters over all 8, so with nothing persistent or reused
-// each micro-batch gathers both parts for the forward and again for the backward and
-// reduce-scatters their gradients, each over its own group: 3m x 2 bytes x F(N-1)/N per part.
-TEST(expertParallel, FsdpShardsTheExpertsOverTheirGroup) {
-  for (int m : {1, 2}) {
-    json doc = moe_doc(8, {{"stage", 3},
-                           {"stage3_param_persistence_threshold", 0},
-                           {"stage3_max_reuse_distance", 0}},
-                       m, 2);
-    doc["parallel"]["framework"] = "fsdp";
-    const Scenario s = resolve_scenario(doc);
-    const Simulation sim = simulate_step(s);
-    const double expected = 3.0 * m * 2 * kDense * 7 / 8 + 3.0 * m * 2 * kLocalExperts * 3 / 4;
-    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected) << "m " << m;
-    const StagePlan& st = sim.plan.stages[0];
-    EXPECT_EQ(st.expert_partition, kLocalExperts / 4);
-    EXPECT_EQ(st.model_states.params, 2 * (kDense / 8 + kLocalExperts / 4));
+// Stage 3 with expert parallelism, torchtitan's FSDP and Megatron-core's (whose expert
+// parameters take the expert-data-parallel group, mcore_fsdp_adapter.py): the routed experts are
+// sharded over the dp / ep = 4 ranks holding them and the other parameters over all 8, so with
+// nothing persistent or reused each micro-batch gathers both parts for the forward and again for
+// the backward (2 bytes) and reduce-scatters their gradients (2 bytes; Megatron's in fp32 under
+// bf16, grad_reduce_in_fp32: 4), each over its own group: m x bytes x F(N-1)/N per part.
+TEST(expertParallel, Stage3ShardsTheExpertsOverTheirGroup) {
+  for (const auto& [framework, bytes] : {std::pair{"fsdp", 6.0}, std::pair{"megatron", 8.0}}) {
+    for (int m : {1, 2}) {
+      json doc = moe_doc(8, {{"stage", 3},
+                             {"stage3_param_persistence_threshold", 0},
+                             {"stage3_max_reuse_distance", 0}},
+                         m, 2);
+      doc["parallel"]["framework"] = framework;
+      const Scenario s = resolve_scenario(doc);
+      const Simulation sim = simulate_step(s);
+      const double expected = m * bytes * (kDense * 7.0 / 8 + kLocalExperts * 3.0 / 4);
+      EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected)
+          << framework << " m " << m;
+      const StagePlan& st = sim.plan.stages[0];
+      EXPECT_EQ(st.expert_partition, kLocalExperts / 4);
+      EXPECT_EQ(st.model_states.params, 2 * (kDense / 8 + kLocalExperts / 4));
+      expect_folded_equals_all(doc);
+    }
   }
   // torchtitan's experts span the TP ranks (expert TP 1) when ep is a multiple of tp; otherwise
   // they are split by TP, with a warning on the key.
@@ -271,27 +278,6 @@ TEST(expertParallel, FsdpShardsTheExpertsOverTheirGroup) {
   // DeepSpeed's stage 3 with experts is refused (it asserts so).
   json deepspeed = moe_doc(8, {{"stage", 3}}, 1, 2);
   EXPECT_EQ(input_error_key(deepspeed), "parallel.ep");
-}
-
-// Megatron-core's FSDP shards alike, its expert parameters over the expert-data-parallel group
-// (mcore_fsdp_adapter.py): per micro-batch each part is gathered for the forward and again for
-// the backward (2 bytes) and its gradients reduce-scattered in fp32 (grad_reduce_in_fp32 under
-// bf16, 4 bytes), each over its own group: m x (2 + 2 + 4) x F(N-1)/N per part.
-TEST(expertParallel, MegatronFsdpShardsTheExpertsOverTheirGroup) {
-  for (int m : {1, 2}) {
-    json doc = moe_doc(8, {{"stage", 3},
-                           {"stage3_param_persistence_threshold", 0},
-                           {"stage3_max_reuse_distance", 0}},
-                       m, 2);
-    doc["parallel"]["framework"] = "megatron";
-    const Scenario s = resolve_scenario(doc);
-    const Simulation sim = simulate_step(s);
-    const double expected = m * 8.0 * (kDense * 7.0 / 8 + kLocalExperts * 3.0 / 4);
-    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[0], expected, 1e-9 * expected) << "m " << m;
-    const StagePlan& st = sim.plan.stages[0];
-    EXPECT_EQ(st.expert_partition, kLocalExperts / 4);
-    expect_folded_equals_all(doc);
-  }
 }
 
 // Megatron's --overlap-param-gather with expert parallelism: the routed experts have buckets of
