@@ -30,7 +30,8 @@ enum class Framework { DeepSpeed, Megatron, Fsdp, Nanotron };
 // chosen as NCCL does, no contention); flow: NCCL-laid flows sharing links max-min fairly.
 enum class NetworkModel { AlphaBeta, Analytical, Flow };
 enum class OffloadDevice { None, Cpu, Nvme };
-// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024). DeepSeek's DualPipe library: DualPipe (DeepSeek-V3's
+// ZeroBubble: ZB-H1 (Qi et al., ICLR 2024), and ZB-V with two chunks per stage (the authors'
+// fork). DeepSeek's DualPipe library: DualPipe (DeepSeek-V3's
 // bidirectional schedule, dualpipe.py): the model split into pp stages, stage s holding stage s
 // of one copy and stage pp - 1 - s of another, micro-batches fed from both ends; DualPipeV
 // (dualpipev.py), its V-shaped cut in half: two chunks per stage, stage s holding virtual stages
