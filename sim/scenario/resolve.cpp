@@ -127,11 +127,17 @@ void context_parallel_rules(const Scenario& s) {
   // consecutive ranks of the cp-inner dp x cp grid, so it spans the CP ranks as it spans DP ones,
   // and each rank dispatches the tokens of its own sequence chunk.
   // torchtitan lays its sparse mesh (efsdp, ep) over the same dp_shard x cp x tp ranks, ep
-  // innermost (distributed/parallel_dims.py build_mesh): the same groups.
-  if (p.ep > 1 && p.framework != Framework::Megatron && p.framework != Framework::Fsdp)
+  // innermost (distributed/parallel_dims.py build_mesh): the same groups. So does DeepSpeed
+  // without TP: its expert-parallel groups are ep consecutive ranks of a stage
+  // (utils/groups.py _create_expert_and_data_parallel), its Ulysses groups consecutive ranks
+  // (Megatron-DeepSpeed's parallel_state.py, which allows them only with TP 1 and PP 1).
+  const bool deepspeed_folds = deepspeed && p.tp == 1 && p.pp == 1;
+  if (p.ep > 1 && p.framework != Framework::Megatron && p.framework != Framework::Fsdp &&
+      !deepspeed_folds)
     throw InputError("parallel.cp", "context parallelism with expert parallelism is simulated "
-                                    "for megatron (Megatron-core's MoE parallel folding) and "
-                                    "fsdp (torchtitan); " + to_string(p.framework) +
+                                    "for megatron (Megatron-core's MoE parallel folding), fsdp "
+                                    "(torchtitan) and deepspeed with tp 1 and pp 1 (Ulysses, as "
+                                    "Megatron-DeepSpeed allows it); " + to_string(p.framework) +
                                         " forms its groups otherwise; use cp 1 or ep 1");
 }
 

@@ -330,42 +330,49 @@ TEST(expertParallel, OverlappedParameterGathersKeepTheExpertsApart) {
 // holds one of the 4 experts (8320 x 2 layers), whose optimizer states are partitioned over the
 // dp x cp / ep = 2 ranks holding it. Each rank dispatches its own chunk of the sequence,
 // 128 / cp = 64 tokens x top 2 x h 64 in 16 bits, 3/4 of it to other ranks, in each of 2
-// layers' 2 forward and 2 backward exchanges.
+// layers' 2 forward and 2 backward exchanges. DeepSpeed with Ulysses (TP 1) forms the same groups
+// (utils/groups.py: ep consecutive ranks; Megatron-DeepSpeed: consecutive Ulysses ranks).
 TEST(expertParallel, ContextParallelRanksShareTheExpertGroups) {
-  json doc = moe_doc(8, {{"stage", 1}}, 1, 4);
-  doc["parallel"]["framework"] = "megatron";
-  doc["parallel"]["cp"] = 2;
-  doc["sim"] = {{"ranks", "all"}};
-  const Scenario s = resolve_scenario(doc);
-  ASSERT_EQ(s.parallel.dp, 4);
-  EXPECT_EQ(s.expert_dp(), 2);
-  const Simulation sim = simulate_step(s);
-  auto groups_of = [&](GroupKind kind) {
-    std::vector<std::vector<std::int32_t>> groups;
-    for (int g = 0; g < sim.plan.plan.num_groups(); ++g) {
-      if (sim.plan.group_kind[static_cast<std::size_t>(g)] != kind) continue;
-      const std::int32_t* m = sim.plan.plan.group_members(g);
-      groups.emplace_back(m, m + sim.plan.plan.group_size(g));
-    }
-    return groups;
-  };
-  EXPECT_EQ(groups_of(GroupKind::Ep),
-            (std::vector<std::vector<std::int32_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
-  EXPECT_EQ(groups_of(GroupKind::Cp),
-            (std::vector<std::vector<std::int32_t>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
-  const std::int64_t local_experts = 8320 * 2;
-  const StagePlan& st = sim.plan.stages[0];
-  EXPECT_EQ(st.local_params, kDense + local_experts);
-  EXPECT_EQ(st.expert_partition, local_experts / 2);
-  EXPECT_EQ(st.dp_partition, kDense / 8 + local_experts / 2);
-  EXPECT_NEAR(sim.report.comm_bytes_per_gpu[3], 2 * 4 * (2.0 * 64 * 2 * 64) * 3 / 4, 1e-6);
-  // The folded plan (one DP index standing for all) times it as the full one does.
-  expect_folded_equals_all(doc);
+  for (const char* framework : {"megatron", "deepspeed"}) {
+    SCOPED_TRACE(framework);
+    json doc = moe_doc(8, {{"stage", 1}}, 1, 4);
+    doc["parallel"]["framework"] = framework;
+    doc["parallel"]["cp"] = 2;
+    if (std::string(framework) == "deepspeed") doc["parallel"]["cp_comm_type"] = "a2a";
+    doc["sim"] = {{"ranks", "all"}};
+    const Scenario s = resolve_scenario(doc);
+    ASSERT_EQ(s.parallel.dp, 4);
+    EXPECT_EQ(s.expert_dp(), 2);
+    const Simulation sim = simulate_step(s);
+    auto groups_of = [&](GroupKind kind) {
+      std::vector<std::vector<std::int32_t>> groups;
+      for (int g = 0; g < sim.plan.plan.num_groups(); ++g) {
+        if (sim.plan.group_kind[static_cast<std::size_t>(g)] != kind) continue;
+        const std::int32_t* m = sim.plan.plan.group_members(g);
+        groups.emplace_back(m, m + sim.plan.plan.group_size(g));
+      }
+      return groups;
+    };
+    EXPECT_EQ(groups_of(GroupKind::Ep),
+              (std::vector<std::vector<std::int32_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+    EXPECT_EQ(groups_of(GroupKind::Cp),
+              (std::vector<std::vector<std::int32_t>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+    const std::int64_t local_experts = 8320 * 2;
+    const StagePlan& st = sim.plan.stages[0];
+    EXPECT_EQ(st.local_params, kDense + local_experts);
+    EXPECT_EQ(st.expert_partition, local_experts / 2);
+    EXPECT_EQ(st.dp_partition, kDense / 8 + local_experts / 2);
+    EXPECT_NEAR(sim.report.comm_bytes_per_gpu[3], 2 * 4 * (2.0 * 64 * 2 * 64) * 3 / 4, 1e-6);
+    // The folded plan (one DP index standing for all) times it as the full one does.
+    expect_folded_equals_all(doc);
+  }
 }
 
 // ep may use the CP ranks too: 8 experts over ep 8 on dp 4 x cp 2 or dp 2 x cp 4, not on
-// dp 2 x cp 2 (tp 2); under megatron and fsdp. DeepSpeed forms its Ulysses and expert groups
-// otherwise: refused.
+// dp 2 x cp 2 (tp 2); under megatron, fsdp, and deepspeed (Ulysses) with tp 1 and pp 1, whose
+// consecutive expert groups (utils/groups.py) fold over its consecutive Ulysses groups as
+// Megatron-core's do; with PP DeepSpeed's sequence parallelism does not run (Megatron-DeepSpeed
+// asserts it): refused.
 TEST(expertParallel, ContextParallelRefusalsNameTheKey) {
   json doc = moe_doc(8, {{"stage", 1}}, 1, 8);
   doc["model"]["moe"]["num_experts"] = 8;
@@ -388,6 +395,9 @@ TEST(expertParallel, ContextParallelRefusalsNameTheKey) {
   ulysses["parallel"]["framework"] = "deepspeed";
   ulysses["parallel"]["cp"] = 2;
   ulysses["parallel"]["cp_comm_type"] = "a2a";
+  EXPECT_EQ(input_error_key(ulysses), "(accepted)");
+  expect_folded_equals_all(ulysses);
+  ulysses["parallel"]["pp"] = 2;
   EXPECT_EQ(input_error_key(ulysses), "parallel.cp");
 }
 
