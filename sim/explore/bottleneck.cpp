@@ -85,7 +85,9 @@ std::string bubble_advice(const Scenario& s) {
                 std::to_string(s.training.micro_batch_size / 2) + ", " + std::to_string(2 * m) +
                 " micro-batches)");
   }
-  if (p.virtual_stages == 1 && s.model.num_layers % (2 * static_cast<std::int64_t>(p.pp)) == 0) {
+  // (With the zero-bubble schedule two virtual stages make ZB-V, offered below.)
+  if (p.virtual_stages == 1 && p.pipeline_schedule != PipelineSchedule::ZeroBubble &&
+      s.model.num_layers % (2 * static_cast<std::int64_t>(p.pp)) == 0) {
     o.push_back("interleaving (2 virtual stages)");
   }
   // ZB-H1 (Qi et al., ICLR 2024) fills the cool-down with the deferred weight gradients: about a

@@ -71,8 +71,10 @@ TEST(Bottleneck, LargestExposedComponentWithItsRemedy) {
       scenario({{"pp", 4}, {"framework", "megatron"}, {"pipeline_schedule", "zero-bubble"}},
                {{"stage", 1}}, {{"micro_batch_size", 4}}),
       report(10, 0.1, 0, 0.2, 1.5, 0));
-  // ZB-H1 on: ZB-V is still offered (32 layers split into 2 x 4 chunks); ZB-V on: neither.
+  // ZB-H1 on: ZB-V is still offered (32 layers split into 2 x 4 chunks), not interleaving (two
+  // virtual stages under zero-bubble are ZB-V); ZB-V on: neither.
   EXPECT_EQ(zb_bubble.advice.find("zero-bubble (weight"), std::string::npos) << zb_bubble.advice;
+  EXPECT_EQ(zb_bubble.advice.find("interleaving"), std::string::npos) << zb_bubble.advice;
   EXPECT_NE(zb_bubble.advice.find("virtual_stages=2 (ZB-V"), std::string::npos) << zb_bubble.advice;
   const Bottleneck zbv_bubble = find_bottleneck(
       scenario({{"pp", 4},
