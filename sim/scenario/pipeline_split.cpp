@@ -236,6 +236,11 @@ std::vector<std::int64_t> virtual_stage_layers(const Scenario& s) {
     if (p.pp == 1) {
       throw InputError(uneven_key(p), "splits layers over pipeline stages; needs parallel.pp > 1");
     }
+    if (s.zero_bubble_v()) {
+      throw InputError(uneven_key(p), "is Megatron-core's pipeline split for its own schedules; "
+                                      "the zero-bubble fork's ZB-V splits the layers evenly over "
+                                      "its 2 x pp chunks: not simulated with it");
+    }
     const bool first_last = p.first_stage_layers > 0 || p.last_stage_layers > 0;
     const bool accounted =
         p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split;

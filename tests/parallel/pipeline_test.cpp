@@ -371,6 +371,11 @@ TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
             "parallel.pipeline_model_parallel_layout");
   EXPECT_EQ(key([](json& d) {
               d["parallel"]["virtual_stages"] = 2;
+              d["parallel"]["num_layers_in_first_pipeline_stage"] = 4;
+            }),
+            "parallel.num_layers_in_first_pipeline_stage");
+  EXPECT_EQ(key([](json& d) {
+              d["parallel"]["virtual_stages"] = 2;
               d["parallel"]["framework"] = "deepspeed";
             }),
             "parallel.pipeline_schedule");
