@@ -359,26 +359,19 @@ TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
   ASSERT_EQ(zbv.warnings.size(), 1u);
   EXPECT_EQ(zbv.warnings[0].key_path, "parallel.pipeline_schedule");
   EXPECT_TRUE(resolve_scenario(pipeline_doc(4, 8, 1, "zero-bubble")).warnings.empty());
-  EXPECT_EQ(key([](json& d) {
-              d["parallel"]["virtual_stages"] = 2;
-              d["model"]["num_layers"] = 12;
-            }),
-            "parallel.virtual_stages");
-  EXPECT_EQ(key([](json& d) {
-              d["parallel"]["virtual_stages"] = 2;
-              d["parallel"]["pipeline_model_parallel_layout"] = "Et|tttt|tttt|tt|t|t|tt|tL";
-            }),
+  // The key ZB-V (two virtual stages) refuses a document on, after `field` = `value`.
+  auto zbv_key = [&](const char* section, const char* field, const json& value) {
+    return key([&](json& d) {
+      d["parallel"]["virtual_stages"] = 2;
+      d[section][field] = value;
+    });
+  };
+  EXPECT_EQ(zbv_key("model", "num_layers", 12), "parallel.virtual_stages");
+  EXPECT_EQ(zbv_key("parallel", "pipeline_model_parallel_layout", "Et|tttt|tttt|tt|t|t|tt|tL"),
             "parallel.pipeline_model_parallel_layout");
-  EXPECT_EQ(key([](json& d) {
-              d["parallel"]["virtual_stages"] = 2;
-              d["parallel"]["num_layers_in_first_pipeline_stage"] = 4;
-            }),
+  EXPECT_EQ(zbv_key("parallel", "num_layers_in_first_pipeline_stage", 4),
             "parallel.num_layers_in_first_pipeline_stage");
-  EXPECT_EQ(key([](json& d) {
-              d["parallel"]["virtual_stages"] = 2;
-              d["parallel"]["framework"] = "deepspeed";
-            }),
-            "parallel.pipeline_schedule");
+  EXPECT_EQ(zbv_key("parallel", "framework", "deepspeed"), "parallel.pipeline_schedule");
 }
 
 // Layer blocks priced in proportion to the times ZB-V orders its passes by (zero_bubble_v_costs:
