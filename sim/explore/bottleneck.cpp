@@ -85,9 +85,10 @@ std::string bubble_advice(const Scenario& s) {
                 std::to_string(s.training.micro_batch_size / 2) + ", " + std::to_string(2 * m) +
                 " micro-batches)");
   }
+  const bool two_chunks_per_stage = s.model.num_layers % (2 * static_cast<std::int64_t>(p.pp)) == 0;
   // (With the zero-bubble schedule two virtual stages make ZB-V, offered below.)
   if (p.virtual_stages == 1 && p.pipeline_schedule != PipelineSchedule::ZeroBubble &&
-      s.model.num_layers % (2 * static_cast<std::int64_t>(p.pp)) == 0) {
+      two_chunks_per_stage) {
     o.push_back("interleaving (2 virtual stages)");
   }
   // ZB-H1 (Qi et al., ICLR 2024) fills the cool-down with the deferred weight gradients: about a
@@ -100,7 +101,7 @@ std::string bubble_advice(const Scenario& s) {
   // ZB-V, the fork's V schedule, leaves only the pipeline's fill at 1F1B's activation memory,
   // where the layers split into 2 pp chunks.
   if (p.pp > 1 && !s.zero_bubble_v() && s.zero_bubble_runs() && p.pipeline_layout.empty() &&
-      s.model.num_layers % (2 * static_cast<std::int64_t>(p.pp)) == 0) {
+      two_chunks_per_stage) {
     o.push_back("parallel.pipeline_schedule=zero-bubble with parallel.virtual_stages=2 (ZB-V: "
                 "only the pipeline's fill left idle)");
   }

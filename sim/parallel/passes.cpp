@@ -145,7 +145,7 @@ std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t p
     }
     if (p.cp_comm_type == CpCommType::A2a || p.cp_a2a_degree() == p.cp) return last;
   }
-  const bool ring = p.cp_comm_type == CpCommType::P2p || p.cp_comm_type == CpCommType::A2aP2p;
+  const bool ring = context_ring_overlaps();
   const Stream stream = ring ? Stream::CpComm : Stream::Compute;
   const Peer peer = p.cp_a2a_degree() > 1 ? Peer::CpRing : Peer::Cp;
   const int gathers = recompute ? 2 : 1;
@@ -162,13 +162,12 @@ std::int32_t StageBuilder::context_exchange_before(bool backward, std::int32_t p
 
 void StageBuilder::context_exchange_after(bool backward, std::int32_t compute, std::int32_t before,
                                           const std::string& what) {
-  const CpCommType type = s_.parallel.cp_comm_type;
-  if (type == CpCommType::A2a || (type == CpCommType::A2aP2p && s_.parallel.cp_a2a_degree() > 1)) {
+  if (s_.parallel.cp_a2a_degree() > 1) {
     e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::AllToAll,
                                backward ? cp_qkv_bytes_ : cp_out_bytes_, Stream::Compute,
                                (backward ? "cp dqkv all_to_all " : "cp out all_to_all ") + what,
                                {compute, before}));
-  } else if (type == CpCommType::P2p || type == CpCommType::A2aP2p) {
+  } else if (context_ring_overlaps()) {
     e_.host_wait(before);
   } else if (backward) {
     e_.host_wait(e_.collective(Peer::Cp, CollectiveKind::ReduceScatter, cp_kv_bytes_,

@@ -52,7 +52,7 @@ class Instantiator {
     for (int d = 0; d < dp_all_; d += ep_) first_expert_replica_.push_back(d);
     // Hierarchical CP: Cp is the a2a level (its first cp / cp_ring_ DP indices folded), CpRing
     // the p2p level (DP indices 0, a2a, 2 a2a, ...).
-    const int cp_block = cp_ring_ > 1 && cp_ring_ < cp_ ? cp_ / cp_ring_ : cp_;
+    const int cp_block = two_cp_levels() ? cp_ / cp_ring_ : cp_;
     for (int d = 0; d < cp_block; ++d) first_context_group_.push_back(d);
     for (int d = 0; d < cp_; d += cp_block) first_context_ring_.push_back(d);
     group_of_.resize(plan_.num_ranks);
@@ -159,7 +159,7 @@ class Instantiator {
     // The cp consecutive ranks sharing each sample (their strided groups, the DP groups without
     // CP, carry nothing: gradients are reduced over the whole dp x cp group). Hierarchical CP
     // splits them into its a2a level (consecutive) and its p2p level.
-    if (cp_ > 1 && cp_ring_ > 1 && cp_ring_ < cp_) {
+    if (cp_ > 1 && two_cp_levels()) {
       const SubGroups a2a{Peer::Cp, GroupKind::Cp, "cp-a2a", first_context_group_};
       split_dp(st, t, cp_ / cp_ring_, &a2a, nullptr);
       context_ring_groups(st, t);
@@ -422,6 +422,8 @@ class Instantiator {
   const bool ep_span_tp_;
   const int cp_;
   const int cp_ring_;  // hierarchical CP's p2p degree, else 1
+  // Hierarchical CP with both levels wider than one rank (else one Cp group serves either).
+  bool two_cp_levels() const { return cp_ring_ > 1 && cp_ring_ < cp_; }
   const bool flex_;  // the flex dispatcher's groups are made (expert_layout.h flex_dispatch)
   std::vector<int> every_dp_, first_shard_, first_replica_;
   std::vector<int> first_expert_group_, first_expert_replica_, first_context_group_,
