@@ -95,6 +95,12 @@ struct ParameterPolicy {
   // were popped, gathered already or not) within stage3_max_live_parameters of gathered ones.
   // Otherwise a window over the units that need a gather (FSDP).
   bool coordinator_queue = false;
+  // Stage 3 allocates a gather tensor by tensor: a call of several parameters all-gathers into one
+  // flat buffer and, waited on, copies each parameter out of it into a tensor of its own (then
+  // drops the flat buffer); a call of one parameter gathers into that parameter's own buffer. Its
+  // 16-bit gradients are autograd's, one tensor per parameter. Otherwise a unit's gather and its
+  // gradients are one block each (FSDP's flat parameters).
+  bool gather_tensor_by_tensor = false;
 };
 
 // What the framework allocates beyond model states and activations around the loss and the

@@ -44,8 +44,9 @@ std::int32_t Emitter::memory_op(OpKind kind, MemCategory c, Bytes bytes, const s
 }
 
 std::int32_t Emitter::alloc_tensors(MemCategory c, Bytes bytes, const std::string& name,
-                                   const std::vector<double>& tensors, Stream stream) {
-  const std::int32_t id = alloc(c, bytes, name, stream);
+                                   const std::vector<double>& tensors, Stream stream,
+                                   const std::vector<std::int32_t>& deps) {
+  const std::int32_t id = alloc(c, bytes, name, stream, deps);
   double total = 0;
   for (double t : tensors) total += t;
   if (tensors.size() < 2 || total <= 0 || bytes <= 0) return id;

@@ -92,7 +92,8 @@ class Emitter {
   // An allocation made of several tensors, `tensors` their sizes (any unit: they are scaled to
   // sum to `bytes`), recorded for the caching allocator (Plan::alloc_tensors).
   std::int32_t alloc_tensors(MemCategory c, Bytes bytes, const std::string& name,
-                             const std::vector<double>& tensors, Stream stream = Stream::Compute);
+                             const std::vector<double>& tensors, Stream stream = Stream::Compute,
+                             const std::vector<std::int32_t>& deps = {});
   std::int32_t free_op(MemCategory c, Bytes bytes, const std::string& name,
                        Stream stream = Stream::Compute, const std::vector<std::int32_t>& deps = {}) {
     return memory_op(OpKind::Free, c, bytes, name, stream, deps);

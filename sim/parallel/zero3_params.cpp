@@ -224,12 +224,13 @@ void Zero3Params::plan_queue(Residency& r, const std::vector<Unit>& units) const
   std::vector<int> popped_for(units.size(), -1);  // the latest use the prefetcher popped
   std::size_t head = 0;
   std::int64_t available = 0;  // __n_available_params
+  int batch = 0;               // __all_gather_params calls so far
   for (std::size_t c = 0; c < n; ++c) {
     const int u = r.trace[c].unit;
     for (std::size_t e : entries_of[c]) {
       const Entry& own = queue[e];
       if (status[u][own.call] == Status::NotAvailable) {
-        r.issues[c].push_back({static_cast<int>(c), own.call});
+        r.issues[c].push_back({static_cast<int>(c), own.call, batch++});
         available += own.elements;
       }
       status[u][own.call] = Status::Available;
@@ -238,13 +239,14 @@ void Zero3Params::plan_queue(Residency& r, const std::vector<Unit>& units) const
       const std::int64_t budget = std::min<std::int64_t>(
           z.stage3_prefetch_bucket_size, z.stage3_max_live_parameters - available);
       std::int64_t prefetching = 0;
+      const int prefetch_batch = batch++;
       while (head < queue.size() && prefetching < budget) {
         const Entry& next = queue[head++];
         const int v = r.trace[next.use].unit;
         popped_for[v] = std::max(popped_for[v], next.use);
         Status& st = status[v][next.call];
         if (st == Status::NotAvailable) {
-          r.issues[c].push_back({next.use, next.call});
+          r.issues[c].push_back({next.use, next.call, prefetch_batch});
           st = Status::Inflight;
           available += next.elements;
           prefetching += next.elements;
@@ -284,25 +286,71 @@ std::int32_t Zero3Params::fetch(int chunk, std::size_t use, std::int32_t hook_af
 
 void Zero3Params::issue_fetches(int chunk, std::size_t use, std::int32_t hook_after) {
   const std::vector<Issue>& issues = residency_[chunk].issues[use];
+  const Stream stream = s_.zero.overlap_comm ? Stream::DpComm : Stream::Compute;
   for (std::size_t i = 0; i < issues.size();) {
-    // The calls of one use issued in a row (in module order, or reversed for a backward) go
-    // together, in module order.
-    std::size_t j = i;
-    while (j + 1 < issues.size() && issues[j + 1].use == issues[i].use &&
-           std::abs(issues[j + 1].call - issues[j].call) == 1 &&
-           (j == i || issues[j + 1].call - issues[j].call == issues[j].call - issues[j - 1].call)) {
-      ++j;
+    // One all-gather call: its flat buffer (if any) before its gathers, dropped after the last
+    // of them has copied its parameters out.
+    std::size_t end = i;
+    while (end < issues.size() && issues[end].batch == issues[i].batch) ++end;
+    const Bytes flat = flat_buffer_bytes(chunk, issues, i, end);
+    const std::int32_t flat_op =
+        flat > 0 ? e_.alloc(MemCategory::Buffers, flat, "gather flat buffer", stream, {hook_after}) : -1;
+    std::vector<std::int32_t> copied;
+    while (i < end) {
+      // The calls of one use issued in a row (in module order, or reversed for a backward) go
+      // together, in module order.
+      std::size_t j = i;
+      while (j + 1 < end && issues[j + 1].use == issues[i].use &&
+             std::abs(issues[j + 1].call - issues[j].call) == 1 &&
+             (j == i || issues[j + 1].call - issues[j].call == issues[j].call - issues[j - 1].call)) {
+        ++j;
+      }
+      const std::size_t k = static_cast<std::size_t>(issues[i].use);
+      const std::size_t first = static_cast<std::size_t>(std::min(issues[i].call, issues[j].call));
+      const std::size_t last = static_cast<std::size_t>(std::max(issues[i].call, issues[j].call));
+      fetch_op_[k] = gather(chunk, k, first, last, hook_after, flat_op);
+      copied.push_back(fetch_op_[k]);
+      i = j + 1;
     }
-    const std::size_t k = static_cast<std::size_t>(issues[i].use);
-    const std::size_t first = static_cast<std::size_t>(std::min(issues[i].call, issues[j].call));
-    const std::size_t last = static_cast<std::size_t>(std::max(issues[i].call, issues[j].call));
-    fetch_op_[k] = gather(chunk, k, first, last, hook_after);
-    i = j + 1;
+    if (flat > 0) e_.free_op(MemCategory::Buffers, flat, "gather flat buffer", stream, copied);
   }
 }
 
+bool Zero3Params::gathers_in_shard_group(int chunk, std::size_t k) const {
+  const bool backward = residency_[chunk].trace[k].kind != UseKind::Forward;
+  return s_.zero.mics_shard_size > 0 ||
+         (s_.zero.hpz_partition_size > 1 && (backward || !first_forward_));
+}
+
+Bytes Zero3Params::flat_buffer_bytes(int chunk, const std::vector<Issue>& issues,
+                                     std::size_t first, std::size_t end) const {
+  // MiCS gathers into one output tensor per parameter (mics.py,
+  // _flat_all_gather_with_coalescing_manager).
+  if (!policy_.gather_tensor_by_tensor || s_.zero.mics_shard_size > 0) return 0;
+  const Residency& r = residency_[chunk];
+  int tensors = 0;
+  Bytes bytes = 0;
+  for (std::size_t i = first; i < end; ++i) {
+    const std::size_t k = static_cast<std::size_t>(issues[i].use);
+    const Unit& u = chunks_[chunk][r.trace[k].unit];
+    const std::vector<std::int64_t>& calls = r.calls[r.trace[k].unit];
+    const std::int64_t n = gathers_in_shard_group(chunk, k) ? dp_subgroup_ : s_.parallel.dp_cp();
+    std::vector<std::int64_t> pieces = {calls[static_cast<std::size_t>(issues[i].call)]};
+    if (static_cast<std::size_t>(issues[i].call) + 1 == calls.size())
+      pieces.push_back(expert_group_params(s_, u));
+    // qwZ gathers int8 codes and dequantizes them into a 16-bit flat copy.
+    const int per_element = s_.zero.quantized_weights ? 1 + 2 : gathered_param_bytes(s_, u);
+    for (std::int64_t p : pieces) {
+      if (p <= 0) continue;
+      ++tensors;
+      bytes += per_element * ceil_div(p, n) * n;
+    }
+  }
+  return tensors > 1 ? bytes : 0;
+}
+
 std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, std::size_t last,
-                                 std::int32_t hook_after) {
+                                 std::int32_t hook_after, std::int32_t flat) {
   const Residency& r = residency_[chunk];
   const Unit& u = chunks_[chunk][r.trace[k].unit];
   const bool backward = r.trace[k].kind != UseKind::Forward;
@@ -311,10 +359,24 @@ std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, st
   const std::int64_t dp = s_.parallel.dp_cp();
   const std::vector<std::int64_t>& calls = r.calls[r.trace[k].unit];
   const bool with_experts = last + 1 == calls.size();
-  std::int64_t elements = with_experts ? expert_group_params(s_, u) : 0;
-  for (std::size_t i = first; i <= last; ++i) elements += calls[i];
-  std::int32_t a = e_.alloc(MemCategory::Buffers, gathered_param_bytes(s_, u) * elements,
-                            "gathered " + u.label, stream, {hook_after});
+  const std::int64_t experts = with_experts ? expert_group_params(s_, u) : 0;
+  std::int64_t elements = experts;
+  std::vector<double> tensors;  // the gathered parameters, one per module (and the experts)
+  for (std::size_t i = first; i <= last; ++i) {
+    elements += calls[i];
+    if (calls[i] > 0) tensors.push_back(static_cast<double>(calls[i]));
+  }
+  if (experts > 0) tensors.push_back(static_cast<double>(experts));
+  const std::string gathered = "gathered " + u.label;
+  const Bytes gathered_bytes = gathered_param_bytes(s_, u) * elements;
+  // Into a flat buffer the parameters are copied out of once gathered; otherwise into their own
+  // tensors (a framework that gathers tensor by tensor) or the unit's one block.
+  std::int32_t a = flat;
+  if (flat < 0) {
+    a = policy_.gather_tensor_by_tensor
+            ? e_.alloc_tensors(MemCategory::Buffers, gathered_bytes, gathered, tensors, stream, {hook_after})
+            : e_.alloc(MemCategory::Buffers, gathered_bytes, gathered, stream, {hook_after});
+  }
   std::vector<std::int32_t> deps = {a};
   if (offloads_params(s_)) {
     // The partition comes in from host memory (or NVMe through it) before the all-gather.
@@ -329,8 +391,7 @@ std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, st
   // gather of a parameter in a step (the first forward) reads the primary partition over the
   // whole DP group, every later one the node's secondary copy (DeepSpeed
   // partition_parameters.py: ds_secondary_tensor, dropped after the optimizer step).
-  const bool shard_group = s_.zero.mics_shard_size > 0 ||
-                           (s_.zero.hpz_partition_size > 1 && (backward || !first_forward_));
+  const bool shard_group = gathers_in_shard_group(chunk, k);
   const std::int64_t n = shard_group ? dp_subgroup_ : dp;
   const Peer peer = shard_group ? Peer::DpShard : Peer::Dp;
   const char* pass = r.trace[k].kind == UseKind::Forward  ? "gather(fwd)"
@@ -363,12 +424,16 @@ std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, st
   // With expert parallelism the routed experts are sharded over the ranks holding the same
   // experts (torchtitan: the block's expert parameters on the efsdp mesh, the others on the
   // dp mesh, distributed/fsdp.py), so they come in an all-gather over that group of their own.
-  if (const std::int64_t experts = expert_group_params(s_, u); experts > 0 && with_experts) {
+  if (experts > 0) {
     const std::int64_t edp = s_.expert_dp();
     const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
     prev = e_.collective(Peer::Edp, CollectiveKind::AllGather,
                          gathered_param_bytes(s_, u) * ceil_div(experts, edp) * edp, stream,
                          unit_name + " experts", after);
+  }
+  if (flat >= 0) {
+    const std::vector<std::int32_t> after = prev >= 0 ? std::vector<std::int32_t>{prev} : deps;
+    prev = e_.alloc_tensors(MemCategory::Buffers, gathered_bytes, gathered, tensors, stream, after);
   }
   return prev;
 }

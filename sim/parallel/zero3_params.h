@@ -85,8 +85,11 @@ class Zero3Params {
     UseKind kind;
   };
   // A gather a pre-hook issues: call `call` (gather_calls) of the unit of use `use`.
+  // One module's gather: `batch` numbers the coordinator's all-gather calls (a module's own
+  // parameters, then what its pre-hook prefetches), the issues of one call consecutive.
   struct Issue {
     int use, call;
+    int batch = 0;
   };
   struct Residency {
     std::vector<std::vector<std::int64_t>> calls;  // per unit: gather_calls
@@ -102,9 +105,18 @@ class Zero3Params {
   void plan_window(Residency& r, const std::vector<Unit>& units) const;
   void plan_queue(Residency& r, const std::vector<Unit>& units) const;
   void issue_fetches(int chunk, std::size_t use, std::int32_t hook_after);
-  // Calls [first, last] of use k's unit, issued together after `hook_after`.
+  // Calls [first, last] of use k's unit, issued together after `hook_after`; into `flat` (a
+  // flat buffer's allocation, -1 for none) and copied out of it when the gather is done.
   std::int32_t gather(int chunk, std::size_t k, std::size_t first, std::size_t last,
-                      std::int32_t hook_after);
+                      std::int32_t hook_after, std::int32_t flat);
+  // The ranks use k's gathers read their pieces from (MiCS's shard group, hpZ's node copy after
+  // the first forward; otherwise the whole DP group).
+  bool gathers_in_shard_group(int chunk, std::size_t k) const;
+  // The flat buffer of the call made of issues [first, end) of a use's list: the padded pieces of
+  // its parameters (0 when it gathers a single one, or when the framework gathers straight into
+  // each parameter's own tensor).
+  Bytes flat_buffer_bytes(int chunk, const std::vector<Issue>& issues, std::size_t first,
+                          std::size_t end) const;
   std::int32_t per_parameter_gather(const Unit& u, bool backward, std::int32_t after);
   // The elements of each all-gather over the DP group that fetches a unit (its routed experts
   // apart, expert_group_params).

@@ -161,30 +161,32 @@ TEST(Offload, NvmeSwapsTheStatesAroundTheCpuStep) {
 }
 
 TEST(Offload, OffloadedParametersComeInBeforeEveryGather) {
-  // Each stage-3 fetch of a unit first copies this rank's partition of it to the GPU, then
-  // gathers it (one call per module under DeepSpeed): the copies move exactly 1/dp of the
-  // gathered bytes, padding included.
+  // Each stage-3 all-gather call first copies this rank's partition of what it gathers to the
+  // GPU (DeepSpeed: a module's own parameters, then its pre-hook's prefetch, each a call; a
+  // unit's modules may come in several): the copies move exactly 1/dp of the gathered bytes,
+  // padding included, at least one per unit fetched and at most one per module gathered.
   const int dp = 8;
   json doc = offload_doc(dp, 3, "cpu", "cpu");
   doc["zero"]["stage3_param_persistence_threshold"] = 0;  // the tiny units would all persist
   const Simulation sim = simulate_step(resolve_scenario(doc));
   const Plan& plan = sim.plan.plan;
   Bytes gathered = 0, copied = 0;
-  int gathers = 0, copies = 0;
+  int units = 0, modules = 0, copies = 0;
   for (OpId id = 0; id < plan.ops.size() && plan.ops[id].rank == 0; ++id) {
     const std::string& name = plan.names[plan.ops[id].name];
     if (name.rfind("gather(", 0) == 0) {
       gathered += plan.collectives[plan.ops[id].work].bytes;
-      // A unit's first call, the one its copy precedes.
-      if (name.find(" module ") == std::string::npos || name.ends_with(" module 0")) ++gathers;
+      ++modules;
+      if (name.find(" module ") == std::string::npos || name.ends_with(" module 0")) ++units;
     }
     if (name.rfind("param partition in", 0) == 0) {
       copied += plan.ops[id].bytes;
       ++copies;
     }
   }
-  EXPECT_GT(gathers, 0);
-  EXPECT_EQ(copies, gathers);
+  EXPECT_GT(units, 0);
+  EXPECT_GE(copies, units);
+  EXPECT_LE(copies, modules);
   EXPECT_EQ(copied * dp, gathered);
 }
 

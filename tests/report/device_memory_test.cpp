@@ -311,5 +311,110 @@ TEST(reportDeviceMemory, PublishedCaseComparesTheMetricItsSourceMeasured) {
   }
 }
 
+
+TEST(reportDeviceMemory, DeepSpeedStage3GathersThroughAFlatBufferAndCopiesEachParameterOut) {
+  // DeepSpeed's stage 3 (partition_parameters.py, all_gather_coalesced and
+  // AllGatherCoalescedHandle.wait, v0.6.0 to the newest release): a call of several parameters
+  // all-gathers into one flat buffer of partition_sz x world elements, partition_sz the sum of
+  // their pieces ceil(numel / world), then copies each parameter out into a tensor of its own
+  // (torch.cat) and drops the buffer, all on the all-gather stream; autograd leaves one gradient
+  // tensor per parameter. Tiny model on 5 GPUs (pieces padded), nothing persistent, a prefetch
+  // bucket that spans modules. FSDP's flat parameters are one block each.
+  json d = doc("deepspeed", 5, 3);
+  d["zero"]["stage3_param_persistence_threshold"] = 0;
+  d["zero"]["stage3_prefetch_bucket_size"] = 40000;
+  const TrainingPlan ds = build_training_plan(resolve_scenario(d), true);
+  const Plan& plan = ds.plan;
+  const std::int64_t world = 5;
+  int flats = 0;
+  for (OpId id = 0; id < plan.ops.size(); ++id) {
+    const Op& flat = plan.ops[id];
+    if (flat.rank != 0 || flat.kind != OpKind::Alloc ||
+        plan.names[flat.name] != "alloc gather flat buffer")
+      continue;
+    ++flats;
+    // The parameters it holds are copied out (alloc gathered <unit>, one tensor each) before it
+    // is released, later on the same stream.
+    Bytes padded = 0;
+    std::size_t tensors = 0;
+    OpId release = kNoOp;
+    for (OpId j = id + 1; j < plan.ops.size() && release == kNoOp; ++j) {
+      const Op& op = plan.ops[j];
+      if (op.rank != 0 || op.stream != flat.stream) continue;
+      const std::string& name = plan.names[op.name];
+      if (name == "free gather flat buffer") release = j;
+      if (op.kind != OpKind::Alloc || name.rfind("alloc gathered ", 0) != 0) continue;
+      const auto split = plan.alloc_tensors.find({op.name, op.bytes});
+      const std::vector<Bytes> sizes = split == plan.alloc_tensors.end()
+                                           ? std::vector<Bytes>{op.bytes}
+                                           : split->second;
+      Bytes sum = 0;
+      for (Bytes t : sizes) {
+        ASSERT_EQ(t % 2, 0) << name;
+        padded += 2 * ((t / 2 + world - 1) / world) * world;
+        sum += t;
+      }
+      EXPECT_EQ(sum, op.bytes) << name;
+      tensors += sizes.size();
+    }
+    ASSERT_NE(release, kNoOp);
+    EXPECT_EQ(plan.ops[release].bytes, flat.bytes);
+    EXPECT_GE(tensors, 2u);
+    EXPECT_EQ(flat.bytes, padded);
+  }
+  EXPECT_GT(flats, 0);
+  // Without prefetching each pre-hook gathers only its own module's parameter: one tensor per
+  // call, no flat buffer.
+  json own = d;
+  own["zero"]["stage3_prefetch_bucket_size"] = 0;
+  const TrainingPlan alone = build_training_plan(resolve_scenario(own), true);
+  EXPECT_TRUE(allocations(alone, "gather flat buffer").empty());
+  EXPECT_FALSE(allocations(alone, "gathered attention").empty());
+  // A layer's 16-bit gradients: one tensor per module weight and one for its small tensors (the
+  // head's final norm is one tensor, the allocation itself).
+  int grads = 0;
+  for (const Op& op : plan.ops) {
+    const std::string& name = plan.names[op.name];
+    if (op.rank != 0 || op.kind != OpKind::Alloc || name.rfind("alloc param.grad ", 0) != 0 ||
+        name.find("head") != std::string::npos)
+      continue;
+    ++grads;
+    const auto tensors = plan.alloc_tensors.find({op.name, op.bytes});
+    ASSERT_NE(tensors, plan.alloc_tensors.end()) << name;
+    EXPECT_GE(tensors->second.size(), 2u) << name;
+    Bytes sum = 0;
+    for (Bytes t : tensors->second) sum += t;
+    EXPECT_EQ(sum, op.bytes) << name;
+  }
+  EXPECT_GE(grads, 4);  // attention and MLP of two layers, and the embedding
+
+  // MiCS gathers each parameter into an output tensor of its own: no flat buffer.
+  json m = doc("deepspeed", 8, 3);
+  m["zero"]["stage3_param_persistence_threshold"] = 0;
+  m["zero"]["stage3_prefetch_bucket_size"] = 40000;
+  m["zero"]["mics_shard_size"] = 4;
+  const TrainingPlan mics = build_training_plan(resolve_scenario(m), true);
+  int split = 0;
+  for (const Op& op : mics.plan.ops) {
+    const std::string& name = mics.plan.names[op.name];
+    EXPECT_EQ(name.find("gather flat buffer"), std::string::npos) << name;
+    if (op.kind == OpKind::Alloc && name.rfind("alloc gathered ", 0) == 0)
+      split += static_cast<int>(mics.plan.alloc_tensors.count({op.name, op.bytes}));
+  }
+  EXPECT_GT(split, 0);
+
+  json f = d;
+  f["parallel"]["framework"] = "fsdp";
+  const TrainingPlan fsdp = build_training_plan(resolve_scenario(f), true);
+  for (const Op& op : fsdp.plan.ops) {
+    const std::string& name = fsdp.plan.names[op.name];
+    if (op.kind == OpKind::Alloc && (name.rfind("alloc gathered ", 0) == 0 ||
+                                     name.rfind("alloc gather flat buffer ", 0) == 0)) {
+      EXPECT_EQ(fsdp.plan.alloc_tensors.count({op.name, op.bytes}), 0u) << name;
+      EXPECT_EQ(name.rfind("alloc gather flat buffer ", 0), std::string::npos) << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zerosim
