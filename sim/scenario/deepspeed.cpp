@@ -296,7 +296,10 @@ void read_activation_checkpointing(const json& section, const std::string& path,
   const std::vector<NotSimulated> options = {
       {"contiguous_memory_optimization", "allocator effects are not simulated"},
       {"number_checkpoints", "every layer is a checkpoint"},
-      {"synchronize_checkpoint_boundary", kNumerics},
+      // checkpointing.py: a device synchronize after each checkpointed layer's forward and
+      // backward (SYNCHRONIZE), where the host waits for the GPU.
+      {"synchronize_checkpoint_boundary",
+       "the device synchronize after each checkpointed layer (the host waits for the GPU there)"},
       {"profile", kLogging}};
   for (auto it = section.begin(); it != section.end(); ++it) {
     const auto r = std::find_if(read.begin(), read.end(),

@@ -327,6 +327,28 @@ void expect_not_warned(const Scenario& s, const char* key) {
   }
 }
 
+// activation_checkpointing.synchronize_checkpoint_boundary synchronizes the device at every
+// checkpointed layer (DeepSpeed's checkpointing.py, SYNCHRONIZE): timing, not numerics, and not
+// simulated, so the warning on the user's key says what is left out.
+TEST(scenarioDeepSpeedCheckpointing, SynchronizeCheckpointBoundaryIsWarnedAsASync) {
+  const json ds = {{"zero_optimization", {{"stage", 1}}},
+                   {"activation_checkpointing", {{"synchronize_checkpoint_boundary", true}}}};
+  const Scenario s = with_deepspeed(doc_with(), ds);
+  int warned = 0;
+  for (const InputWarning& w : s.warnings) {
+    if (w.key_path != "deepspeed(ds.json).activation_checkpointing.synchronize_checkpoint_boundary")
+      continue;
+    ++warned;
+    EXPECT_NE(w.message.find("not simulated"), std::string::npos) << w.message;
+    EXPECT_NE(w.message.find("synchronize"), std::string::npos) << w.message;
+    EXPECT_EQ(w.message.find("numerics"), std::string::npos) << w.message;
+  }
+  EXPECT_EQ(warned, 1);
+  expect_not_warned(with_deepspeed(doc_with(), {{"activation_checkpointing",
+                                                 {{"synchronize_checkpoint_boundary", false}}}}),
+                    "synchronize_checkpoint_boundary");
+}
+
 // activation_checkpointing.cpu_checkpointing is DeepSpeed's checkpoint offload: read into
 // parallel.cpu_checkpointing with the recomputation it implies, not warned about; a value that is
 // not a bool, or the offload without full recomputation, is an error on the user's key.
