@@ -1,7 +1,7 @@
 #pragma once
 // Compute cost model: how long a compute op of the plan takes on one GPU. A roofline per kernel
 // from the op's shapes: GEMMs at the GPU's best achievable GEMM rate (MAMF) scaled by a tile/wave
-// quantization and small-dimension factor, attention at a FlashAttention-class rate, and
+// quantization factor, attention at a FlashAttention-class rate, and
 // elementwise kernels at the achievable HBM bandwidth; kernels of one op run one after another.
 #include <vector>
 
@@ -14,7 +14,6 @@ namespace zerosim {
 // Calibratable constants of the compute model; defaults cite their sources in compute_cost.cpp.
 struct ComputeConstants {
   double unfused_attention_efficiency = 0.5;  // batched QK^T / PV GEMMs, of the GEMM rate
-  double small_dim_knee = 128;              // a GEMM dimension d runs at d / (d + knee)
   int tile = 128;                           // output tile edge for wave quantization
   double kernel_overhead_s = 2.0e-6;        // per kernel launch gap on the GPU
   int kernels_per_block = 8;                // kernels of one attention or MLP block pass

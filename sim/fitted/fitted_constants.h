@@ -28,11 +28,11 @@ struct FittedConstant {
 // best one.
 inline constexpr FittedConstant kGemmSustained{
     "fitted.gemm_sustained", 0.85, "",
-    "the 23 non-approximate runs of validate-published's default run as they stood before the "
-    "calibration/evaluation split (megatron-sc21 13, ds-azure 5, torchtitan 5): those runs are "
-    "in-sample for it, the ten of the evaluation set included. On the calibration set alone "
-    "(megatron-sc21) the same search gives 0.89 (docs/VALIDATION.md#refitting-the-declared-"
-    "constants)",
+    "megatron-sc21, the calibration set's 16 runs: since GEMMs lost their small-dimension factor "
+    "(2026-12-05) the search on them alone gives 0.85, the value first chosen on the 23 "
+    "non-approximate runs of the default run before the calibration/evaluation split "
+    "(megatron-sc21 13, ds-azure 5, torchtitan 5); the evaluation set informs it no longer "
+    "(docs/VALIDATION.md#refitting-the-declared-constants)",
     "the grid 0.70 to 0.95 in steps of 0.01, minimizing those runs' step-time MAPE on the "
     "analytical network; `zerosim calibrate` repeats the search on the calibration set only and "
     "reports the evaluation set at both values",
@@ -56,12 +56,13 @@ inline constexpr FittedConstant kNcclLaunchOverhead{
 // dispatch). Fitted on its own calibration family, the vTrain single-node runs of hidden 2048;
 // vTrain's hidden-1024 runs, the most host-bound, are held out.
 inline constexpr FittedConstant kLayerHostOpTime{
-    "fitted.layer_host_op_time", 12e-6, "s",
+    "fitted.layer_host_op_time", 13e-6, "s",
     "the 720 single-node vTrain runs of hidden 2048 (family vtrain-h2048, validate/cases/"
     "vtrain.json; 2-8 A100, TP 1-8, micro-batch 1-8); vTrain's 720 hidden-1024 single-node runs "
     "and its 109 multi-node runs are held out (family vtrain)",
     "the grid 6 to 18 us in steps of 1 us, minimizing those runs' step-time MAPE on the "
-    "analytical network at the shipped gemm_sustained; `zerosim calibrate` repeats the search",
+    "analytical network at the shipped gemm_sustained (12 us until GEMMs lost their "
+    "small-dimension factor, 13 us since, 2026-12-05); `zerosim calibrate` repeats the search",
     "vtrain-h2048"};
 
 inline constexpr FittedConstant kAll[] = {kGemmSustained, kNcclLaunchOverhead, kLayerHostOpTime};

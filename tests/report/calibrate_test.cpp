@@ -130,7 +130,7 @@ TEST(reportCalibrate, HostOpTimeRefitIsTheBruteForceArgminOnItsOwnFamily) {
   grid.points = {6, 12, 18};
   const ConstantRefit fit = search_constant(doc, grid, 2);
   EXPECT_EQ(fit.constant, &fitted::kLayerHostOpTime);
-  EXPECT_EQ(fit.shipped, 12e-6);
+  EXPECT_EQ(fit.shipped, 13e-6);
   expect_brute_force_argmin(fit, cases,
                             {"fitted.layer_host_op_time=6us", "fitted.layer_host_op_time=12us",
                              "fitted.layer_host_op_time=18us"},
