@@ -325,7 +325,7 @@ bool Zero3Params::gathers_in_shard_group(int chunk, std::size_t k) const {
 Bytes Zero3Params::flat_buffer_bytes(int chunk, const std::vector<Issue>& issues,
                                      std::size_t first, std::size_t end) const {
   // MiCS gathers into one output tensor per parameter (mics.py,
-  // _flat_all_gather_with_coalescing_manager).
+  // _flat_all_gather_with_coalescing_manager). (DeepSpeed's stage 3 has no expert parallelism.)
   if (!policy_.gather_tensor_by_tensor || s_.zero.mics_shard_size > 0) return 0;
   const Residency& r = residency_[chunk];
   int tensors = 0;
@@ -333,18 +333,13 @@ Bytes Zero3Params::flat_buffer_bytes(int chunk, const std::vector<Issue>& issues
   for (std::size_t i = first; i < end; ++i) {
     const std::size_t k = static_cast<std::size_t>(issues[i].use);
     const Unit& u = chunks_[chunk][r.trace[k].unit];
-    const std::vector<std::int64_t>& calls = r.calls[r.trace[k].unit];
+    const std::int64_t elements = r.calls[r.trace[k].unit][static_cast<std::size_t>(issues[i].call)];
+    if (elements <= 0) continue;
     const std::int64_t n = gathers_in_shard_group(chunk, k) ? dp_subgroup_ : s_.parallel.dp_cp();
-    std::vector<std::int64_t> pieces = {calls[static_cast<std::size_t>(issues[i].call)]};
-    if (static_cast<std::size_t>(issues[i].call) + 1 == calls.size())
-      pieces.push_back(expert_group_params(s_, u));
     // qwZ gathers int8 codes and dequantizes them into a 16-bit flat copy.
     const int per_element = s_.zero.quantized_weights ? 1 + 2 : gathered_param_bytes(s_, u);
-    for (std::int64_t p : pieces) {
-      if (p <= 0) continue;
-      ++tensors;
-      bytes += per_element * ceil_div(p, n) * n;
-    }
+    ++tensors;
+    bytes += per_element * ceil_div(elements, n) * n;
   }
   return tensors > 1 ? bytes : 0;
 }

@@ -84,9 +84,9 @@ class Zero3Params {
     int unit;
     UseKind kind;
   };
-  // A gather a pre-hook issues: call `call` (gather_calls) of the unit of use `use`.
-  // One module's gather: `batch` numbers the coordinator's all-gather calls (a module's own
-  // parameters, then what its pre-hook prefetches), the issues of one call consecutive.
+  // A gather a pre-hook issues: call `call` (gather_calls) of the unit of use `use`, in the
+  // coordinator's all-gather call `batch` (a module's own parameters, then what its pre-hook
+  // prefetches; the issues of one call are consecutive).
   struct Issue {
     int use, call;
     int batch = 0;
