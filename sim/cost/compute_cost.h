@@ -47,9 +47,10 @@ class ComputeCost : public ComputeModel {
   SimTime duration(const Plan& plan, OpId op) override;
   double comm_slowdown() const override { return c_.comm_slowdown; }
   double work_seconds(int work) const { return seconds_[work]; }
+  // One GEMM on this GPU: its FLOPs at the sustained GEMM rate over its wave quantization.
+  double gemm_seconds(const Gemm& g) const;
 
  private:
-  double gemm_seconds(const Gemm& g) const;
   double bytes_seconds(double bytes) const;
   double block_seconds(WorkKind kind, BackwardPart part) const;
   double selective_recompute_seconds(WorkKind kind, const WorkKernels& forward) const;
