@@ -18,8 +18,8 @@ namespace zerosim {
 //    constant (scenario key fitted.gemm_sustained; sim/fitted/fitted_constants.h says on what).
 //  - Shapes: wave quantization over 128 x 128 output tiles, and no factor for a small dimension:
 //    zerosim's H200 sweep of GPT layer GEMMs (docs/SOURCES.md#gemm-rates) ran the 407 that last
-//    50 us or more 3.1 % faster than modelled at the median without one, 8.7 % with the
-//    d / (d + 128) it replaced (an ASSUMPTION with no source).
+//    50 us or more 4.0 % faster than modelled here at the median, 9.7 % with the d / (d + 128)
+//    it replaced (an ASSUMPTION with no source); work_kernels_test GemmTimesAreTheH200Sweeps.
 //  - FlashAttention-2 reaches 50-73 % of A100 peak, forward faster than backward (Dao 2023,
 //    arXiv:2307.08691, abstract and Fig. 4-6), but only ~35 % of H100 peak (Shah et al. 2024,
 //    FlashAttention-3, arXiv:2407.08608, introduction); per generation in

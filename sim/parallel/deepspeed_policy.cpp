@@ -73,7 +73,7 @@ FrameworkPolicy deepspeed_policy(const Scenario& s, int /*stage*/) {
     // from v0.6.0 to the newest release: the flat buffer and the torch.cat copies both on the
     // coordinator's all-gather stream (partitioned_param_coordinator.py fetch_sub_module waits
     // inside that stream's context).
-    p.params.gather_tensor_by_tensor = true;
+    p.params.allocates_tensor_by_tensor = true;
     g.per_tensor_hooks = true;
     g.reduce_host_ops_per_rank = 1;
   }

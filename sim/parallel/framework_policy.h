@@ -100,7 +100,7 @@ struct ParameterPolicy {
   // drops the flat buffer); a call of one parameter gathers into that parameter's own buffer. Its
   // 16-bit gradients are autograd's, one tensor per parameter. Otherwise a unit's gather and its
   // gradients are one block each (FSDP's flat parameters).
-  bool gather_tensor_by_tensor = false;
+  bool allocates_tensor_by_tensor = false;
 };
 
 // What the framework allocates beyond model states and activations around the loss and the

@@ -375,7 +375,7 @@ void StageBuilder::backward_unit(BackwardPass& b, std::size_t i) {
     fetch();
   }
   if (zs >= 2 && !input_only) {
-    if (policy_.params.gather_tensor_by_tensor) {
+    if (policy_.params.allocates_tensor_by_tensor) {
       std::vector<double> tensors(unit.weights.begin(), unit.weights.end());
       tensors.push_back(static_cast<double>(small_tensor_elements(unit)));
       e_.alloc_tensors(MemCategory::Buffers, 2 * unit.params, "param.grad " + unit.label, tensors);

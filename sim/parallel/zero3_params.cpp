@@ -326,7 +326,7 @@ Bytes Zero3Params::flat_buffer_bytes(int chunk, const std::vector<Issue>& issues
                                      std::size_t first, std::size_t end) const {
   // MiCS gathers into one output tensor per parameter (mics.py,
   // _flat_all_gather_with_coalescing_manager). (DeepSpeed's stage 3 has no expert parallelism.)
-  if (!policy_.gather_tensor_by_tensor || s_.zero.mics_shard_size > 0) return 0;
+  if (!policy_.allocates_tensor_by_tensor || s_.zero.mics_shard_size > 0) return 0;
   const Residency& r = residency_[chunk];
   int tensors = 0;
   Bytes bytes = 0;
@@ -368,7 +368,7 @@ std::int32_t Zero3Params::gather(int chunk, std::size_t k, std::size_t first, st
   // tensors (a framework that gathers tensor by tensor) or the unit's one block.
   std::int32_t a = flat;
   if (flat < 0) {
-    a = policy_.gather_tensor_by_tensor
+    a = policy_.allocates_tensor_by_tensor
             ? e_.alloc_tensors(MemCategory::Buffers, gathered_bytes, gathered, tensors, stream, {hook_after})
             : e_.alloc(MemCategory::Buffers, gathered_bytes, gathered, stream, {hook_after});
   }
