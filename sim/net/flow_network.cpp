@@ -32,14 +32,6 @@ SimTime completion_date(SimTime t, double remaining, double rate) {
 // among equal shares never matters.
 bool bottleneck_after(const auto& a, const auto& b) { return a.share > b.share; }
 
-// Min-heap order on (date, start order): a total order, so extraction never depends on layout.
-bool date_after(const auto& a, const auto& b) {
-  return a.date > b.date || (a.date == b.date && a.seq > b.seq);
-}
-
-// Batches with more flows at one date than this are taken by one scan of the heap.
-constexpr std::size_t kBulkTake = 32;
-
 }  // namespace
 
 FlowNetwork::FlowNetwork(SolverMode mode) : mode_(mode) {}
@@ -164,7 +156,7 @@ FlowId FlowNetwork::start_flow(SimTime now, std::span<const LinkId> route, Bytes
   f.seq = next_seq_++;
   f.state = (bytes == 0 || route.empty()) ? State::LatencyThenDone : State::Latency;
   f.date = now + latency;
-  heap_push_or_update(slot);
+  queue_.set(slot, f.date, f.seq);
   ++active_;
   return (static_cast<FlowId>(f.generation) << 32) | slot;
 }
@@ -220,9 +212,7 @@ SimTime FlowNetwork::flow_completion(FlowId flow) const {
   return f->date;
 }
 
-SimTime FlowNetwork::next_event_time() const {
-  return heap_.empty() ? kNever : heap_[0].date;
-}
+SimTime FlowNetwork::next_event_time() const { return queue_.earliest(); }
 
 std::size_t FlowNetwork::drain_completed(std::vector<Completion>& out) {
   const std::size_t n = completed_.size();
@@ -238,41 +228,15 @@ void FlowNetwork::advance_to(SimTime t) {
     throw std::invalid_argument("net: advance_to " + std::to_string(t) + " ps, before now() = " +
                                 std::to_string(now_));
   }
-  while (!heap_.empty() && heap_[0].date <= t) process_batch(heap_[0].date);
+  while (queue_.earliest() <= t) process_batch(queue_.earliest());
   now_ = t;
-}
-
-// Fills batch_ with the flows dated t (the heap's minimum), in start order.
-void FlowNetwork::take_batch(SimTime t) {
-  batch_.clear();
-  while (!heap_.empty() && heap_[0].date == t && batch_.size() < kBulkTake) {
-    const std::uint32_t slot = heap_[0].slot;
-    heap_remove(slot);
-    batch_.push_back(slot);
-  }
-  if (heap_.empty() || heap_[0].date != t) return;
-  // Many flows at t: those popped so far come first in start order (they were the smallest
-  // (t, seq)); the rest are taken in one pass and sorted by seq, the remainder rebuilt.
-  const std::size_t first = batch_.size();
-  std::size_t kept = 0;
-  for (const HeapEntry& e : heap_) {
-    if (e.date == t) {
-      batch_.push_back(e.slot);
-      flows_[e.slot].heap_pos = -1;
-    } else {
-      heap_[kept++] = e;
-    }
-  }
-  heap_.resize(kept);
-  std::sort(batch_.begin() + static_cast<std::ptrdiff_t>(first), batch_.end(),
-            [this](std::uint32_t a, std::uint32_t b) { return flows_[a].seq < flows_[b].seq; });
-  heap_rebuild();
 }
 
 void FlowNetwork::process_batch(SimTime t) {
   now_ = t;
   ++counters_.batches;
-  take_batch(t);
+  batch_.clear();
+  queue_.take_earliest(batch_);
   for (std::uint32_t slot : batch_) {
     if (flows_[slot].state == State::Latency) {
       join(slot, t);
@@ -485,10 +449,10 @@ void FlowNetwork::solve(SimTime t) {
   for (std::uint32_t slot : comp_flows_) {
     if (flows_[slot].new_rate == flows_[slot].rate) continue;
     redate(slot, t);
-    redated_.push_back(slot);
+    redated_.push_back({slot, flows_[slot].date, flows_[slot].seq});
   }
   counters_.flows_redated += redated_.size();
-  requeue_redated();
+  queue_.set_many(redated_);  // a stalled flow, dated kNever, leaves the queue
   for (LinkId id : comp_links_) {
     Link& l = links_[id];
     if (l.new_load != l.load) {
@@ -513,108 +477,6 @@ void FlowNetwork::redate(std::uint32_t slot, SimTime t) {
   f.t_mark = t;
   f.rate = f.new_rate;
   f.date = completion_date(t, f.remaining, f.rate);
-}
-
-// ---- indexed heap ----------------------------------------------------------------------------
-
-// Puts the re-dated flows at their new dates: one sift each when few, else new dates written in
-// place and the heap rebuilt in O(n) (a solve over a collective re-dates all its flows at once).
-void FlowNetwork::requeue_redated() {
-  if (redated_.size() * 8 < heap_.size() + redated_.size() || redated_.size() < kBulkTake) {
-    for (std::uint32_t slot : redated_) {
-      if (flows_[slot].date == kNever) {
-        if (flows_[slot].heap_pos >= 0) heap_remove(slot);
-      } else {
-        heap_push_or_update(slot);
-      }
-    }
-    return;
-  }
-  bool dropped = false;
-  for (std::uint32_t slot : redated_) {
-    Flow& f = flows_[slot];
-    if (f.heap_pos >= 0) {
-      heap_[static_cast<std::size_t>(f.heap_pos)].date = f.date;
-      dropped |= f.date == kNever;
-    } else if (f.date != kNever) {
-      heap_.push_back({f.date, f.seq, slot});
-    }
-  }
-  if (dropped) {
-    std::size_t kept = 0;
-    for (const HeapEntry& e : heap_) {
-      if (e.date == kNever) {
-        flows_[e.slot].heap_pos = -1;
-      } else {
-        heap_[kept++] = e;
-      }
-    }
-    heap_.resize(kept);
-  }
-  heap_rebuild();
-}
-
-void FlowNetwork::heap_rebuild() {
-  std::make_heap(heap_.begin(), heap_.end(),
-                 [](const HeapEntry& a, const HeapEntry& b) { return date_after(a, b); });
-  for (std::size_t i = 0; i < heap_.size(); ++i) {
-    flows_[heap_[i].slot].heap_pos = static_cast<std::int32_t>(i);
-  }
-}
-
-void FlowNetwork::heap_set(std::size_t pos, const HeapEntry& e) {
-  heap_[pos] = e;
-  flows_[e.slot].heap_pos = static_cast<std::int32_t>(pos);
-}
-
-void FlowNetwork::heap_sift_up(std::size_t pos) {
-  const HeapEntry e = heap_[pos];
-  while (pos > 0) {
-    const std::size_t parent = (pos - 1) / 2;
-    if (!date_after(heap_[parent], e)) break;
-    heap_set(pos, heap_[parent]);
-    pos = parent;
-  }
-  heap_set(pos, e);
-}
-
-void FlowNetwork::heap_sift_down(std::size_t pos) {
-  const HeapEntry e = heap_[pos];
-  const std::size_t n = heap_.size();
-  for (;;) {
-    std::size_t child = 2 * pos + 1;
-    if (child >= n) break;
-    if (child + 1 < n && date_after(heap_[child], heap_[child + 1])) ++child;
-    if (!date_after(e, heap_[child])) break;
-    heap_set(pos, heap_[child]);
-    pos = child;
-  }
-  heap_set(pos, e);
-}
-
-void FlowNetwork::heap_push_or_update(std::uint32_t slot) {
-  Flow& f = flows_[slot];
-  if (f.heap_pos < 0) {
-    heap_.push_back({f.date, f.seq, slot});
-    heap_sift_up(heap_.size() - 1);
-  } else {
-    const auto pos = static_cast<std::size_t>(f.heap_pos);
-    heap_[pos].date = f.date;
-    heap_sift_up(pos);
-    heap_sift_down(static_cast<std::size_t>(f.heap_pos));
-  }
-}
-
-void FlowNetwork::heap_remove(std::uint32_t slot) {
-  const std::size_t pos = static_cast<std::size_t>(flows_[slot].heap_pos);
-  flows_[slot].heap_pos = -1;
-  const HeapEntry last = heap_.back();
-  heap_.pop_back();
-  if (pos < heap_.size()) {
-    heap_set(pos, last);
-    heap_sift_up(pos);
-    heap_sift_down(static_cast<std::size_t>(flows_[last.slot].heap_pos));
-  }
 }
 
 }  // namespace zerosim::net

@@ -68,17 +68,12 @@
 // Events and determinism (ns-3 and OMNeT++ order events by time then insertion; htsim keeps
 // one pending completion per resource)
 // ------------------------------------------------------------------------------------------
-// The network keeps one indexed binary heap of dates, one entry per flow that has a next date (end
-// of latency, or completion), keyed by (date, start order), the key stored in the entry so that
-// sifting reads one contiguous array. A re-dated flow moves inside the heap in O(log n) (an indexed
-// heap instead of lazy generation-checked entries, so the heap never holds stale entries).
-// Collectives make thousands of flows share one date (they all end their latency together and
-// symmetric ones complete together), so both directions have a bulk path: a batch that finds more
-// than a few dozen flows at its date takes them all in one scan of the heap, sorts them by start
-// order and rebuilds the rest in O(n), instead of a full-depth sift per flow; a solve that
-// re-dates a large fraction of the heap writes the new dates in place and rebuilds it in O(n).
-// The order of extraction is the total order (date, start order), whatever the heap's layout, so
-// the bulk paths change the cost and nothing else.
+// The network keeps the next date of every flow that has one (end of latency, or completion) in a
+// DateQueue (sim/net/date_queue.h): flows grouped by date, the groups in a heap. Collectives make
+// hundreds of flows share one date (they end their latency together, and symmetric ones complete
+// together), so a batch of k flows is taken in O(k log k) and a re-dated flow moves in O(1) when
+// its new date already has a group, whatever the number of flows waiting. The queue hands a date's
+// flows over in start order, so the order of extraction is the total order (date, start order).
 // All events at the same picosecond form one batch: completions leave and latencies end, in start
 // order, then one solve covers every touched component. Completions at the same picosecond are
 // therefore reported together, in start order, and flows that end at T never share with flows
@@ -98,9 +93,10 @@
 //
 // Cost
 // ----
-// start_flow: O(route + log F). A batch: O(route) per flow that leaves or joins, plus one solve of
-// the touched components: O(sum of route lengths in them + steps * log L) plus O(log F) per
-// re-dated flow (O(F) in all when most of the heap is re-dated or ends together).
+// start_flow: O(route + log D). A batch: O(route) per flow that leaves or joins, plus one solve of
+// the touched components: O(sum of route lengths in them + steps * log L) plus O(1) per re-dated
+// flow (O(log D) when it opens a date of its own, D being the number of distinct dates waiting)
+// and O(log k) per flow of a batch of k, for sorting it into start order.
 // Full mode solves every link and flow on every batch. No allocation in steady state: links and
 // flows are plain structs in vectors, flow slots are recycled with their buffers, and the solver
 // reuses its scratch vectors.
@@ -115,6 +111,7 @@
 #include <vector>
 
 #include "sim/core/units.h"
+#include "sim/net/date_queue.h"
 
 namespace zerosim::net {
 
@@ -123,7 +120,6 @@ using LinkId = std::uint32_t;
 // finished flow stays recognisably finished after its slot is reused.
 using FlowId = std::uint64_t;
 
-inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
 // `bytes` of a flow that never completes (see "Weighted flows and rate caps").
 inline constexpr Bytes kEndlessBytes = std::numeric_limits<Bytes>::max();
 inline constexpr double kUncapped = std::numeric_limits<double>::infinity();
@@ -271,10 +267,9 @@ class FlowNetwork {
     double delivered_before_mark = 0;  // per unit flow, since it joined
     SimTime t_mark = 0;
     SimTime date = kNever;  // end of latency or completion; kNever if none
-    std::uint64_t seq = 0;  // start order, the heap tie-break
+    std::uint64_t seq = 0;  // start order, the tie-break among flows of one date
     std::uint64_t tag = 0;
     Bytes bytes = 0;
-    std::int32_t heap_pos = -1;
     std::uint32_t generation = 0;
     std::uint32_t visit = 0;
     std::uint32_t weight = 1;
@@ -292,12 +287,6 @@ class FlowNetwork {
   };
   static constexpr std::uint32_t kCapBit = 0x80000000u;
 
-  struct HeapEntry {
-    SimTime date;
-    std::uint64_t seq;
-    std::uint32_t slot;
-  };
-
   const Flow* find(FlowId id) const;
   void check_link(LinkId link, const char* what) const;
   void process_batch(SimTime t);
@@ -313,15 +302,6 @@ class FlowNetwork {
   void redate(std::uint32_t slot, SimTime t);
   BottleneckEntry bottleneck_entry(LinkId link) const;
 
-  // indexed min-heap of flow slots by (date, seq)
-  void heap_set(std::size_t pos, const HeapEntry& e);
-  void heap_sift_up(std::size_t pos);
-  void heap_sift_down(std::size_t pos);
-  void heap_push_or_update(std::uint32_t slot);
-  void heap_remove(std::uint32_t slot);
-  void heap_rebuild();
-  void take_batch(SimTime t);
-  void requeue_redated();
 
   SolverMode mode_;
   SimTime now_ = 0;
@@ -332,7 +312,7 @@ class FlowNetwork {
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<std::uint32_t> free_slots_;
-  std::vector<HeapEntry> heap_;
+  DateQueue queue_;  // next date (end of latency or completion) of every flow that has one
   std::vector<Completion> completed_;
 
   // scratch, reused
@@ -343,7 +323,7 @@ class FlowNetwork {
   std::vector<LinkId> dirty_links_;
   std::vector<BottleneckEntry> bottlenecks_;
   std::vector<std::uint32_t> step_;     // ids offering the current step's share
-  std::vector<std::uint32_t> redated_;  // flows re-dated by the last solve
+  std::vector<DateQueue::Move> redated_;  // flows re-dated by the last solve, their new dates
 
   SolverCounters counters_;
 };

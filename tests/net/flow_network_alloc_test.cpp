@@ -60,7 +60,7 @@ TEST(FlowNetworkAlloc, SteadyStateAllocatesNothing) {
 }
 
 // Collective-like rounds: 300 flows start together with one latency, so batches take them in
-// bulk and solves re-date most of the heap at once (the O(n) paths), with weights and caps, beside
+// bulk and solves re-date most of the waiting flows at once, with weights and caps, beside
 // an endless capped flow started once before the measured window.
 void run_bulk_round(FlowNetwork& net, SimTime start, std::vector<Completion>& done) {
   for (std::uint32_t i = 0; i < 300; ++i) {

@@ -2,8 +2,7 @@
 //  - closed-form max-min answers on one or two links, derived in the comments;
 //  - a flow of weight k is bit for bit k identical unit flows (rates, completion picoseconds, link
 //    loads and statistics), on random sequences, in both solver modes; the unweighted side puts
-//    hundreds of flows on one date, so it also runs the heap's bulk paths against the weighted
-//    side's one-by-one paths;
+//    hundreds of flows on one date, where the weighted side puts a few;
 //  - with caps, the rates equal an independent brute-force water-filling in which every cap is a
 //    private link of its own.
 #include <gtest/gtest.h>
