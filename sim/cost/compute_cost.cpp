@@ -51,8 +51,10 @@ namespace zerosim {
 //    those copies making an 8-GPU all-gather 4.6x slower). Each is a dispatched PyTorch op at
 //    5-7 us of host time (PyTorch issue #41383): 6 us each (ASSUMPTION: the middle; not fitted
 //    to the cases), so 12 us per rank. DeepSpeed >= 0.6's reduce_scatter_coalesced
-//    (runtime/comm/coalesced_collectives.py) still slices every tensor once per rank in Python
-//    before the collective: one op per rank per call.
+//    (runtime/comm/coalesced_collectives.py, v0.6.0 to the newest release) still slices every
+//    tensor of the bucket once per rank in Python before the collective: one op per rank and
+//    per tensor (its interleaving loop over ranks and tensors, plain Python list work without a
+//    dispatched op, and the torch.cat of the pieces are not counted).
 //  - PCIe copies: pinned host<->device copies reach 0.866 of the link (H200 host-to-device 55.43
 //    of 64 GB/s, ML Engineering Open Book, network chapter); the ranks of a node also share its DRAM
 //    bandwidth (each GPU has its own PCIe switch uplink in the presets' topologies). NVMe: the

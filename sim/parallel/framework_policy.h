@@ -71,8 +71,9 @@ struct GradientPolicy {
   // bucket rule applies tensor by tensor: a weight larger than the bucket is reduced alone and
   // the biases and norms between weights go in small buckets of their own.
   bool per_tensor_hooks = false;
-  // Host ops per rank before each bucket's collective (DeepSpeed's reduce_scatter_coalesced
-  // slices every tensor once per rank in Python); on the training thread, so compute waits.
+  // Host ops per rank and per tensor before each bucket's collective (DeepSpeed's
+  // reduce_scatter_coalesced slices every tensor of the bucket once per rank in Python); on the
+  // training thread, so compute waits.
   int reduce_host_ops_per_rank = 0;
 };
 

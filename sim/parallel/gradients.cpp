@@ -9,6 +9,7 @@ namespace zerosim::plan_detail {
 void GradientReducer::begin_backward(bool accumulating, int chunk) {
   chunk_ = chunk;
   bucket_elements_ = expert_bucket_elements_ = 0;
+  bucket_tensors_ = 0;
   last_reduction_ = prev_reduction_ = older_reduction_ = -1;
   accumulating_ = accumulating;
   setup_buckets(accumulating);
@@ -31,22 +32,25 @@ std::int64_t GradientReducer::bucket_limit() const {
                             bucket_count_ == 0 ? g_.first_bucket_limit : g_.bucket_limit);
 }
 
-void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_by) {
+void GradientReducer::gradient_ready(std::int64_t params, std::int32_t produced_by,
+                                     std::int64_t tensors) {
   const std::int64_t limit = bucket_limit();
   if (g_.rule == BucketRule::CloseAtCap) {
     // The bucket is reduced when all its gradients are ready, i.e. after the last unit that
     // filled it.
     bucket_elements_ += params;
+    bucket_tensors_ += tensors;
     if (bucket_elements_ >= limit) flush(produced_by);
     return;
   }
   if (params > limit) {
-    flush(produced_by);                   // the pending bucket first, as DeepSpeed does
-    flush_elements(params, produced_by);  // then the parameter too large for the bucket alone
+    flush(produced_by);  // the pending bucket first, as DeepSpeed does
+    flush_elements(params, tensors, produced_by);  // then the parameter too large for it alone
     return;
   }
   if (bucket_elements_ + params > limit && bucket_elements_ > 0) flush(produced_by);
   bucket_elements_ += params;
+  bucket_tensors_ += tensors;
 }
 
 void GradientReducer::expert_gradients_ready(std::int64_t params, std::int32_t produced_by) {
@@ -82,33 +86,41 @@ void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_
     gradient_ready(u.params - experts, produced_by);
     return;
   }
-  if (!g_.per_tensor_hooks || u.weights.empty()) {
+  if (!g_.per_tensor_hooks) {
     gradient_ready(u.params, produced_by);
+    return;
+  }
+  if (u.weights.empty()) {  // norms (and biases) only: one bucket holds them all
+    gradient_ready(u.params, produced_by, std::max(u.small_tensors, 1));
     return;
   }
   const std::int64_t small = small_tensor_elements(u);
   const auto modules = static_cast<std::int64_t>(u.weights.size());
   for (std::size_t i = u.weights.size(); i-- > 0;) {
-    gradient_ready(u.weights[i], produced_by);
+    gradient_ready(u.weights[i], produced_by, 1);
     const std::int64_t share = small / modules + (i == 0 ? small % modules : 0);
-    if (share > 0) gradient_ready(share, produced_by);
+    const std::int64_t tensors = u.small_tensors / modules + (i == 0 ? u.small_tensors % modules : 0);
+    if (share > 0) gradient_ready(share, produced_by, std::max<std::int64_t>(tensors, 1));
   }
 }
 
 void GradientReducer::flush(std::int32_t produced_by) {
   if (bucket_elements_ == 0) return;
-  flush_elements(bucket_elements_, produced_by);
+  flush_elements(bucket_elements_, std::max<std::int64_t>(bucket_tensors_, 1), produced_by);
   bucket_elements_ = 0;
+  bucket_tensors_ = 0;
 }
 
-void GradientReducer::flush_elements(std::int64_t elements, std::int32_t produced_by) {
+void GradientReducer::flush_elements(std::int64_t elements, std::int64_t tensors,
+                                     std::int32_t produced_by) {
   std::vector<std::int32_t> deps;
   if (produced_by >= 0) deps.push_back(produced_by);
   if (g_.reduce_host_ops_per_rank > 0 && s_.zero.mics_shard_size <= 0 &&
       !s_.zero.quantized_gradients) {
-    // The training thread slices the bucket once per rank before it can launch the collective.
-    deps = {e_.work_op(OpKind::Compute,
-                       {WorkKind::HostOverhead, g_.reduce_host_ops_per_rank * s_.parallel.dp_cp(), 0},
+    // The training thread slices each tensor of the bucket once per rank before it can launch
+    // the collective.
+    const std::int64_t ops = g_.reduce_host_ops_per_rank * tensors * s_.parallel.dp_cp();
+    deps = {e_.work_op(OpKind::Compute, {WorkKind::HostOverhead, ops, 0},
                        Stream::Compute, Phase::Communication,
                        "tensor slices " + g_.collective_name + " #" + std::to_string(bucket_count_),
                        deps)};

@@ -24,8 +24,9 @@ class GradientReducer {
   // Every backward pass starts here (DeepSpeed's optimizer.backward() sets up its buckets
   // first); `accumulating`: not the chunk's first backward of the step.
   void begin_backward(bool accumulating, int chunk);
-  // A backward hook: `params` gradients are ready after op `produced_by`.
-  void gradient_ready(std::int64_t params, std::int32_t produced_by);
+  // A backward hook: `params` gradients, in `tensors` parameter tensors, are ready after op
+  // `produced_by`.
+  void gradient_ready(std::int64_t params, std::int32_t produced_by, std::int64_t tensors = 1);
   // A unit's backward produced its gradients: handed over as one, or tensor by tensor when the
   // framework hooks every parameter (weights in reverse module order, each followed by its
   // share of the unit's small tensors).
@@ -53,7 +54,7 @@ class GradientReducer {
   std::int64_t bucket_limit() const;
   void flush(std::int32_t produced_by);
   void flush_experts(std::int32_t produced_by);
-  void flush_elements(std::int64_t elements, std::int32_t produced_by);
+  void flush_elements(std::int64_t elements, std::int64_t tensors, std::int32_t produced_by);
   std::int32_t reduce_bucket(std::int64_t elements, const std::string& name,
                              const std::vector<std::int32_t>& deps);
 
@@ -65,6 +66,7 @@ class GradientReducer {
   Offload& offload_;
 
   std::int64_t bucket_elements_ = 0, expert_bucket_elements_ = 0;
+  std::int64_t bucket_tensors_ = 0;  // parameter tensors in the bucket being filled
   int bucket_count_ = 0, expert_bucket_count_ = 0;
   int chunk_ = 0;  // the model chunk whose gradients are being bucketed
   std::int32_t last_reduction_ = -1, prev_reduction_ = -1, older_reduction_ = -1;

@@ -178,6 +178,35 @@ TEST(frameworkPolicy, NanotronAddsEachMicroBatchsGradientsIntoItsFp32Buffer) {
   EXPECT_EQ(folds(doc), 0);
 }
 
+// DeepSpeed's stage 3 reduces gradients with reduce_scatter_coalesced
+// (runtime/comm/coalesced_collectives.py, v0.6.0 to the newest release), which slices every
+// tensor of a bucket once per rank in Python before the collective. So a backward slices each of
+// the model's tensors once per rank, however the buckets group them: the tiny GPT's 28 tensors
+// (see the nanotron test above) x 16 ranks, with buckets smaller than every weight (each weight
+// alone, its biases and norms after it) and with one bucket larger than the model.
+TEST(frameworkPolicy, DeepSpeedStage3SlicesEveryGradientTensorOncePerRank) {
+  const auto slices = [](std::int64_t bucket) {
+    json doc = tiny_doc(16, {{"stage", 3}, {"reduce_bucket_size", bucket}});
+    doc["parallel"]["framework"] = "deepspeed";
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    std::int64_t ops = 0;
+    int buckets = 0;
+    for (const Op& op : tp.plan.ops) {
+      if (op.rank != 0 || tp.plan.names[op.name].rfind("tensor slices", 0) != 0) continue;
+      EXPECT_EQ(tp.works[op.work].kind, WorkKind::HostOverhead);
+      ops += tp.works[op.work].elements;
+      ++buckets;
+    }
+    return std::make_pair(ops, buckets);
+  };
+  const auto [small_ops, small_buckets] = slices(100);
+  const auto [one_ops, one_buckets] = slices(1'000'000'000);
+  EXPECT_EQ(small_ops, 28 * 16);
+  EXPECT_EQ(one_ops, 28 * 16);
+  EXPECT_GT(small_buckets, 10);  // the grouping differs, the slices do not
+  EXPECT_EQ(one_buckets, 1);
+}
+
 // A scenario's layer is priced as its framework's model code runs it (LayerCodePolicy): nanotron's
 // Llama layer moves 4 f + 4 (h + 2 kv) + 16 kv - 2 h bytes per token more than the fused layer
 // (its eager SwiGLU, the Q, K, V copies, no dropout masks; models/llama.py at 2411b022), Megatron
