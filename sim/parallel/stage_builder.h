@@ -103,8 +103,10 @@ class StageBuilder {
   void tp_collectives(std::int32_t after, const std::string& what, const Unit& u, bool backward);
   // Whether the column-parallel linear that opens unit `u`'s block (or the vocab-parallel head)
   // gathers its sequence-parallel input again for its weight gradient (Scenario::regathers_tp_input;
-  // MLA's and the MoE block's first linears are not simulated doing so).
+  // MLA's and the MoE block's first linears are not simulated doing so), or the replay of an
+  // op-level checkpoint gathers it (Scenario::op_checkpoint_regathers_tp_input).
   bool regathers_input(const Unit& u) const {
+    if (s_.op_checkpoint_regathers_tp_input()) return opens_with_column_linear(s_, u.backward);
     return s_.regathers_tp_input() && (opens_with_column_linear(s_, u.backward) ||
                                        u.backward == WorkKind::HeadBackward);
   }

@@ -433,6 +433,16 @@ struct Scenario {
     return parallel.tp > 1 && parallel.sequence_parallel &&
            (parallel.framework == Framework::Megatron || parallel.framework == Framework::Nanotron);
   }
+  // torchtitan's op-level checkpointing replays each checkpointed block's forward in its
+  // backward and returns the saved ops' outputs; the sequence-parallel all-gather of a block's
+  // input is not one of them (the policy saves matmuls, attention and reduce-scatters:
+  // models/llama3/parallelize_llama.py _save_list at 820504e2, 2025-06), so the backward gathers
+  // the input again, for the replayed matmuls and the weight gradients. The head is not
+  // checkpointed.
+  bool op_checkpoint_regathers_tp_input() const {
+    return parallel.tp > 1 && parallel.sequence_parallel &&
+           parallel.recompute == Recompute::SelectiveOp;
+  }
   // Full recomputation replays each layer's forward, block after block, before the layer's
   // backward. The plan emits that replay as ops of its own where its order changes the schedule:
   // under DeepSpeed's stage 3 (>= 0.6), whose module hooks fetch the parameters again for the

@@ -498,6 +498,37 @@ TEST(parallelTensor, Fp8GathersTheLinearInputsInOneByte) {
   EXPECT_EQ(buffers("fsdp", "fp8", "bwd").count("tp all_gather input"), 0u);
 }
 
+// torchtitan's op-level checkpointing (recompute selective-op) replays each transformer block's
+// forward in the backward and returns only the saved ops' outputs: matmuls, attention and
+// reduce-scatters (models/llama3/parallelize_llama.py _save_list at 820504e2, 2025-06). The
+// sequence-parallel all-gather of each block's input is replayed, so the backward gathers both
+// blocks' inputs again: 2 blocks x s b h elements x 2 bytes per layer. Without checkpointing
+// autograd keeps the gathered inputs and gathers none; the head is not checkpointed.
+TEST(parallelTensor, TorchtitansOpCheckpointGathersTheBlockInputsAgain) {
+  auto input_gathers = [](const char* recompute) {
+    json doc = testing_plan::llama8b_one_node("fsdp", 3, 2);
+    doc["parallel"]["tp"] = 4;
+    doc["parallel"]["sequence_parallel"] = true;
+    doc["parallel"]["recompute"] = recompute;
+    const TrainingPlan tp = build_training_plan(resolve_scenario(doc), true);
+    double layer0 = 0;
+    int all = 0;
+    for (OpId id = 0; id < tp.plan.ops.size() && tp.plan.ops[id].rank == 0; ++id) {
+      const Op& op = tp.plan.ops[id];
+      const std::string& name = tp.plan.names[op.name];
+      if (op.kind != OpKind::Collective || name.rfind("tp all_gather input ", 0) != 0) continue;
+      ++all;
+      if (name.find(" L0") != std::string::npos) layer0 += tp.plan.collectives[op.work].bytes;
+    }
+    return std::make_pair(layer0, all);
+  };
+  const double sbh = 2.0 * 8192 * 4096;  // llama3-8b: b = 2, s = 8192, h = 4096
+  const auto [op_bytes, op_count] = input_gathers("selective-op");
+  EXPECT_DOUBLE_EQ(op_bytes, 2 * 2 * sbh);
+  EXPECT_EQ(op_count, 2 * 32);  // every layer's two blocks, none for the head
+  EXPECT_EQ(input_gathers("none").second, 0);
+}
+
 TEST(parallelTensor, SequenceParallelMovesTheSameBytes) {
   // A reduce-scatter plus an all-gather each send (t - 1)/t of the activation: together what
   // one all-reduce sends.
