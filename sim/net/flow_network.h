@@ -302,7 +302,6 @@ class FlowNetwork {
   void redate(std::uint32_t slot, SimTime t);
   BottleneckEntry bottleneck_entry(LinkId link) const;
 
-
   SolverMode mode_;
   SimTime now_ = 0;
   std::uint64_t next_seq_ = 0;
