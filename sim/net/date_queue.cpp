@@ -87,12 +87,8 @@ void DateQueue::place(std::uint32_t slot, SimTime date, std::uint64_t seq) {
     // date (a solve that re-dates every flow to a date of its own moves no node).
     if (current.head == slot && n.next == kNone && hinted(date) == kNone) {
       current.date = date;
-      const std::size_t pos = current.heap_pos;
-      heap_[pos].date = date;
-      if (!deferred_) {
-        sift_up(pos);
-        sift_down(current.heap_pos);
-      }
+      heap_[current.heap_pos].date = date;
+      if (!deferred_) resift(current.heap_pos);
       recent_[date_class(date)] = {date, n.bucket};
       return;
     }
@@ -135,8 +131,7 @@ void DateQueue::release(std::uint32_t bucket) {
   heap_.pop_back();
   if (pos < heap_.size()) {
     heap_place(pos, last);
-    sift_up(pos);
-    sift_down(buckets_[last.bucket].heap_pos);
+    resift(pos);
   }
 }
 
@@ -161,6 +156,13 @@ void DateQueue::take_earliest(std::vector<std::uint32_t>& out) {
 void DateQueue::heap_place(std::size_t pos, const HeapEntry& e) {
   heap_[pos] = e;
   buckets_[e.bucket].heap_pos = static_cast<std::uint32_t>(pos);
+}
+
+// The entry at `pos` has a new date: up or down to its place.
+void DateQueue::resift(std::size_t pos) {
+  const std::uint32_t bucket = heap_[pos].bucket;
+  sift_up(pos);
+  sift_down(buckets_[bucket].heap_pos);
 }
 
 void DateQueue::sift_up(std::size_t pos) {

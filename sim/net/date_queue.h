@@ -6,7 +6,7 @@
 // latency together, a solve gives the flows of a symmetric collective one rate and so one
 // completion date, and they complete together. A heap of flows pays for each of them (taking a
 // batch of k flows out of n is k sifts or one O(n) rebuild; re-dating r flows is r sifts or
-// another rebuild), and the DualPipe step of a 64-layer MoE on 2,048 GPUs spent half its time
+// another rebuild), and the DualPipe step of a 64-layer MoE on 2,048 GPUs spent 58 % of its time
 // there (docs/PERFORMANCE.md). Here a flow sits in the bucket of its date, a doubly linked list
 // threaded through per-flow nodes, and only the buckets are in a heap. Moving a flow to another
 // date is O(1) when a bucket of that date is at hand (the common case: flows re-dated by one solve
@@ -92,6 +92,7 @@ class DateQueue {
   static bool earlier(const HeapEntry& a, const HeapEntry& b) { return a.date < b.date; }
   void place(std::uint32_t slot, SimTime date, std::uint64_t seq);
   void heap_place(std::size_t pos, const HeapEntry& e);
+  void resift(std::size_t pos);
   void sift_up(std::size_t pos);
   void sift_down(std::size_t pos);
 

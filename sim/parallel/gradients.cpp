@@ -97,8 +97,9 @@ void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_
   const std::int64_t small = small_tensor_elements(u);
   const auto modules = static_cast<std::int64_t>(u.weights.size());
   for (std::size_t i = u.weights.size(); i-- > 0;) {
-    gradient_ready(u.weights[i], produced_by, 1);
+    gradient_ready(u.weights[i], produced_by);
     const std::int64_t share = small / modules + (i == 0 ? small % modules : 0);
+    // Tensors split as the elements are; a share of elements smaller than a tensor counts one.
     const std::int64_t tensors = u.small_tensors / modules + (i == 0 ? u.small_tensors % modules : 0);
     if (share > 0) gradient_ready(share, produced_by, std::max<std::int64_t>(tensors, 1));
   }
@@ -106,7 +107,7 @@ void GradientReducer::unit_gradients_ready(const Unit& u, std::int32_t produced_
 
 void GradientReducer::flush(std::int32_t produced_by) {
   if (bucket_elements_ == 0) return;
-  flush_elements(bucket_elements_, std::max<std::int64_t>(bucket_tensors_, 1), produced_by);
+  flush_elements(bucket_elements_, bucket_tensors_, produced_by);
   bucket_elements_ = 0;
   bucket_tensors_ = 0;
 }
