@@ -589,7 +589,8 @@ void add_parallel_keys(std::vector<KeySpec>& t) {
                          "virtual_stages").in_cases("parallel.pipeline_model_parallel_layout"));
   t.push_back(enum_key("parallel.pipeline_schedule", nullptr, kPipelineScheduleNames,
                        "pipeline schedule (default: interleaved when virtual_stages > 1, else "
-                       "1f1b; zero-bubble is ZB-H1, or ZB-V with virtual_stages 2; dualpipe is "
+                       "1f1b; with framework nanotron gpipe, its afab engine, or 1f1b, default "
+                       "gpipe; zero-bubble is ZB-H1, or ZB-V with virtual_stages 2; dualpipe is "
                        "DeepSeek-V3's DualPipe, two "
                        "copies of the model; dualpipev its V-shaped cut in half, with "
                        "virtual_stages 2)",

@@ -366,6 +366,32 @@ void pipeline_rules(Scenario& s, const Given& given) {
                             "simulated with the first " + std::to_string(longer) +
                             " stages one layer longer"});
   }
+  // nanotron has two pipeline engines (config/utils_config.py cast_str_to_pipeline_engine, at
+  // huggingface/nanotron 2411b022): afab, every forward then every backward in micro-batch order
+  // (gpipe), and 1f1b, pp - rank - 1 warm-up forwards (parallel/pipeline_parallel/engine.py).
+  // ParallelismArgs.__post_init__ (config/parallelism_config.py) takes afab when pp_engine is not
+  // set, and its example configs set 1f1b.
+  if (p.framework == Framework::Nanotron && p.pp > 1) {
+    if (!given("parallel.pipeline_schedule")) {
+      p.pipeline_schedule = PipelineSchedule::GPipe;
+      s.warnings.push_back({"parallel.pipeline_schedule",
+                            "not given: nanotron's ParallelismArgs runs its afab engine when "
+                            "parallelism.pp_engine is not set (every forward, then every "
+                            "backward): simulated as gpipe; set 1f1b for its other engine"});
+    } else if (p.pipeline_schedule != PipelineSchedule::GPipe &&
+               p.pipeline_schedule != PipelineSchedule::OneFOneB) {
+      throw InputError("parallel.pipeline_schedule",
+                       std::string("nanotron's pipeline engines are afab and 1f1b "
+                                   "(parallelism.pp_engine): allowed with parallel.framework "
+                                   "nanotron: gpipe (afab) or 1f1b; got '") +
+                           name_of(kPipelineScheduleNames, p.pipeline_schedule) + "'");
+    }
+    if (p.virtual_stages > 1) {
+      throw InputError("parallel.virtual_stages",
+                       "nanotron's pipeline engines hold one model chunk per stage: allowed with "
+                       "parallel.framework nanotron: 1; got " + std::to_string(p.virtual_stages));
+    }
+  }
   if (given("parallel.pipeline_schedule")) {
     const bool zero_bubble = p.pipeline_schedule == PipelineSchedule::ZeroBubble;
     if (zero_bubble && p.virtual_stages > 2) {
@@ -390,7 +416,7 @@ void pipeline_rules(Scenario& s, const Given& given) {
       throw InputError("parallel.pipeline_schedule",
                        "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
     }
-  } else {
+  } else if (!(p.framework == Framework::Nanotron && p.pp > 1)) {
     p.pipeline_schedule =
         p.virtual_stages > 1 ? PipelineSchedule::Interleaved : PipelineSchedule::OneFOneB;
   }

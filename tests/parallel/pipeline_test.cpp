@@ -340,6 +340,38 @@ TEST(parallelPipeline, DualPipeVRefusesWhatItDoesNotSimulate) {
             "training.gradient_accumulation_steps");
 }
 
+// nanotron has two pipeline engines, afab (every forward, then every backward: gpipe) and 1f1b
+// (parallelism.pp_engine; config/utils_config.py at huggingface/nanotron 2411b022), and its
+// ParallelismArgs runs afab when the engine is not set: that default, said on the key, and
+// neither interleaving nor the other schedules.
+TEST(parallelPipeline, NanotronRunsItsTwoEnginesAndDefaultsToAfab) {
+  json doc = pipeline_doc(4, 8, 1, "1f1b");
+  doc["parallel"]["framework"] = "nanotron";
+  EXPECT_EQ(resolve_scenario(doc).parallel.pipeline_schedule, PipelineSchedule::OneFOneB);
+  EXPECT_TRUE(resolve_scenario(doc).warnings.empty());
+  doc["parallel"]["pipeline_schedule"] = "gpipe";
+  EXPECT_EQ(resolve_scenario(doc).parallel.pipeline_schedule, PipelineSchedule::GPipe);
+  doc["parallel"].erase("pipeline_schedule");
+  const Scenario unset = resolve_scenario(doc);
+  EXPECT_EQ(unset.parallel.pipeline_schedule, PipelineSchedule::GPipe);
+  ASSERT_EQ(unset.warnings.size(), 1u);
+  EXPECT_EQ(unset.warnings[0].key_path, "parallel.pipeline_schedule");
+  // Without a pipeline there is no engine to choose, and nothing to say.
+  json single = doc;
+  single["parallel"]["pp"] = 1;
+  single["cluster"]["num_gpus"] = 1;
+  EXPECT_TRUE(resolve_scenario(single).warnings.empty());
+  auto key = [&](const char* schedule, int virtual_stages) {
+    json d = doc;
+    d["parallel"]["pipeline_schedule"] = schedule;
+    d["parallel"]["virtual_stages"] = virtual_stages;
+    return testing_plan::input_error_key(d);
+  };
+  EXPECT_EQ(key("interleaved", 2), "parallel.pipeline_schedule");
+  EXPECT_EQ(key("1f1b", 2), "parallel.virtual_stages");
+  EXPECT_EQ(key("zero-bubble", 1), "parallel.pipeline_schedule");
+}
+
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
   auto key = [](const std::function<void(json&)>& edit) {
     return testing_plan::input_error_key(pipeline_doc(4, 8, 1, "zero-bubble"), edit);
