@@ -109,6 +109,29 @@ std::string bubble_advice(const Scenario& s) {
   return o.empty() ? "the bubble is the pipeline's drain" : "try " + or_list(o);
 }
 
+// What the framework itself runs for its collectives (breakdown comm_overhead): DeepSpeed's
+// tensor lists and per-rank slices, which grow with the data-parallel ranks, and ZeRO++'s
+// quantization kernels.
+std::string comm_overhead_advice(const Scenario& s) {
+  const ZeroConfig& z = s.zero;
+  std::vector<std::string> o;
+  if (z.stage == 3 && z.per_parameter_stage3()) {
+    o.push_back("DeepSpeed >= 0.6's stage 3 (zero.stage3_implementation coalesced): one "
+                "collective per module, not a tensor list per parameter");
+  }
+  if (z.stage == 3 && s.parallel.framework == Framework::DeepSpeed && z.mics_shard_size <= 0) {
+    o.push_back("fewer ranks per collective: MiCS shard groups (zero.mics_shard_size), or ZeRO "
+                "<= 2 if memory allows (stage 3 slices every gradient tensor once per "
+                "data-parallel rank on the host)");
+  }
+  if (z.quantized_weights || z.quantized_gradients) {
+    o.push_back("ZeRO++'s quantization off (zero.zero_quantized_weights, "
+                "zero.zero_quantized_gradients) where the network is fast enough");
+  }
+  if (o.empty()) o.push_back("fewer data-parallel ranks per collective");
+  return "try " + or_list(o);
+}
+
 std::string offload_advice(const Scenario& s) {
   const ZeroConfig& z = s.zero;
   std::vector<std::string> o;
@@ -159,7 +182,9 @@ Bottleneck find_bottleneck(const Scenario& s, const StepReport& r) {
       {"pp_communication", "pipeline sends ", " exposed", b.exposed_by_group[2], pp_advice},
       {"pipeline_bubble", "pipeline bubble ", "", b.bubble_s, bubble_advice},
       {"offload", "waits for offloaded host work (CPU optimizer step, copies) ", "", b.offload_s,
-       offload_advice}};
+       offload_advice},
+      {"comm_overhead", "the framework's work for its collectives (tensor slices and copies, "
+       "quantization) ", "", b.comm_overhead_s, comm_overhead_advice}};
   const Part* top = &parts[0];
   for (const Part& p : parts) {
     if (p.seconds > top->seconds) top = &p;  // ties: the first listed

@@ -304,8 +304,13 @@ std::vector<GapComponent> explain_gap(const StepReport& best, const StepReport& 
       {"exposed dp", a.exposed_by_group[0], b.exposed_by_group[0]},
       {"exposed tp", a.exposed_by_group[1], b.exposed_by_group[1]},
       {"exposed pp", a.exposed_by_group[2], b.exposed_by_group[2]},
+      {"exposed ep", a.exposed_by_group[3], b.exposed_by_group[3]},
+      {"exposed cp", a.exposed_by_group[4], b.exposed_by_group[4]},
       {"bubble", a.bubble_s, b.bubble_s},
       {"optimizer", a.optimizer_s, b.optimizer_s},
+      {"offload", a.offload_s, b.offload_s},
+      {"comm overhead", a.comm_overhead_s, b.comm_overhead_s},
+      {"other", a.other_s, b.other_s},
   };
   std::stable_sort(g.begin(), g.end(), [](const GapComponent& x, const GapComponent& y) {
     return std::abs(x.diff_s()) > std::abs(y.diff_s());
@@ -438,7 +443,8 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
                           {"exposed_tp", b.exposed_by_group[1]},
                           {"exposed_pp", b.exposed_by_group[2]},
                           {"bubble", b.bubble_s},
-                          {"offload", b.offload_s}}},
+                          {"offload", b.offload_s},
+                          {"comm_overhead", b.comm_overhead_s}}},
                         {"bottleneck",
                          {{"component", w.component},
                           {"seconds", w.seconds},

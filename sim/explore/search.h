@@ -111,7 +111,9 @@ struct SearchOutcome {
 
 // One component of the step-time difference between two results.
 struct GapComponent {
-  std::string name;  // forward, backward, optimizer, exposed dp, exposed tp, exposed pp, bubble
+  // One part of the breakdown: forward, backward, exposed dp / tp / pp / ep / cp, bubble,
+  // optimizer, offload, comm overhead, other. Together they are the whole step.
+  std::string name;
   double best_s = 0, other_s = 0;
   double diff_s() const { return other_s - best_s; }
 };

@@ -71,6 +71,8 @@ json report_json(const Scenario& s, const StepReport& r, bool with_time) {
                         {"bubble", r.breakdown.bubble_s},
                         {"offload", r.breakdown.offload_s},
                         {"cpu_optimizer_step", r.breakdown.cpu_step_s},
+                        {"comm_overhead", r.breakdown.comm_overhead_s},
+                        {"other", r.breakdown.other_s},
                         {"exposed_comm_by_group", {{"dp", r.breakdown.exposed_by_group[0]},
                                                    {"tp", r.breakdown.exposed_by_group[1]},
                                                    {"pp", r.breakdown.exposed_by_group[2]},
@@ -138,6 +140,13 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
       << (s.model.is_moe() ? ", ep " + fmt("%.4f", b.exposed_by_group[3]) : "")
       << (s.parallel.cp > 1 ? ", cp " + fmt("%.4f", b.exposed_by_group[4]) : "") << ")\n";
     o << "    bubble        " << fmt("%.4f s", b.bubble_s) << "\n";
+    if (b.comm_overhead_s > 0) {
+      o << "    comm overhead " << fmt("%.4f s", b.comm_overhead_s)
+        << "  (the framework's work for its collectives: tensor slices and copies, quantization)\n";
+    }
+    if (b.other_s > 0) {
+      o << "    other         " << fmt("%.4f s", b.other_s) << "  (waits no dependency explains)\n";
+    }
     if (s.zero.offload_optimizer != OffloadDevice::None || s.zero.offload_param != OffloadDevice::None) {
       o << "    offload       " << fmt("%.4f s", b.offload_s) << "  (waits for host work; CPU step "
         << fmt("%.4f s", b.cpu_step_s) << ")\n";

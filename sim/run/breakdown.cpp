@@ -105,6 +105,8 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
       } else if (why != kNoOp && (plan.ops[why].kind == OpKind::Copy ||
                                   plan.ops[why].stream == Stream::Cpu)) {
         b.offload_s += ps_to_seconds(gap);
+      } else if (why != kNoOp && plan.ops[why].phase == Phase::Communication) {
+        b.comm_overhead_s += ps_to_seconds(gap);  // e.g. ZeRO++'s dequantization on its stream
       } else {
         b.other_s += ps_to_seconds(gap);
       }
@@ -114,6 +116,8 @@ StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, i
       if (op.phase == Phase::Forward) b.forward_s += d;
       if (op.phase == Phase::Backward) b.backward_s += d;
       if (op.phase == Phase::Optimizer) b.optimizer_s += d;
+      if (op.phase == Phase::Communication) b.comm_overhead_s += d;
+      if (op.phase == Phase::Other) b.other_s += d;
     } else if (op.kind == OpKind::Collective) {
       charge_comm(id, d, false);
     } else if (op.kind == OpKind::Copy) {

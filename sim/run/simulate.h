@@ -22,6 +22,10 @@ struct StepBreakdown {
   // Offload: waits for host work (the CPU optimizer step, PCIe and NVMe copies), and the CPU
   // step's own length (it runs beside the GPU; exposed or not, it is the host's busy time).
   double offload_s = 0, cpu_step_s = 0;
+  // What the framework runs on the compute stream for its collectives (Phase::Communication):
+  // host work such as DeepSpeed's per-rank tensor slices and tensor-list copies, and ZeRO++'s
+  // quantization kernels.
+  double comm_overhead_s = 0;
   double other_s = 0;                        // gaps no dependency explains (none expected)
 };
 

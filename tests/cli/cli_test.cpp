@@ -207,7 +207,8 @@ TEST(cliOutput, JsonReportOnStdoutHasTheStableKeys) {
   json j = json::parse(r.out);  // stdout holds the JSON document and nothing else
   for (const char* k : {"step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu"})
     expect_number(j, k);
-  for (const char* k : {"forward", "backward", "optimizer", "exposed_comm", "bubble"}) {
+  for (const char* k : {"forward", "backward", "optimizer", "exposed_comm", "bubble", "offload",
+                        "comm_overhead", "other"}) {
     expect_number(j["breakdown_s"], k);
   }
   for (const char* k : {"params", "grads", "optimizer_states", "activations", "buffers", "peak"}) {

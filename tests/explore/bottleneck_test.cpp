@@ -96,6 +96,20 @@ TEST(Bottleneck, LargestExposedComponentWithItsRemedy) {
       report(10, 0.2, 0, 0, 0, 1.2));
   EXPECT_EQ(off.component, "offload");
   EXPECT_NE(off.advice.find("zero.offload_optimizer.device=none"), std::string::npos);
+
+  // DeepSpeed's stage 3 slicing every gradient tensor once per rank on the host: fewer ranks
+  // per collective; its 2021 stage 3's tensor list per parameter: the coalesced one.
+  StepReport sliced = report(10, 0.2, 0, 0, 0, 0);
+  sliced.breakdown.comm_overhead_s = 2.5;
+  sliced.breakdown.forward_s -= 2.5 / 3;
+  sliced.breakdown.backward_s -= 5.0 / 3;
+  const Bottleneck host = find_bottleneck(scenario({{"tp", 1}}, {{"stage", 3}}), sliced);
+  EXPECT_EQ(host.component, "comm_overhead");
+  EXPECT_NE(host.advice.find("zero.mics_shard_size"), std::string::npos) << host.advice;
+  EXPECT_EQ(host.advice.find("stage3_implementation"), std::string::npos) << host.advice;
+  const Bottleneck lists = find_bottleneck(
+      scenario({{"tp", 1}}, {{"stage", 3}, {"stage3_implementation", "per-parameter"}}), sliced);
+  EXPECT_NE(lists.advice.find("zero.stage3_implementation"), std::string::npos) << lists.advice;
 }
 
 TEST(Bottleneck, ComputeBoundWhenEveryOverheadIsSmall) {

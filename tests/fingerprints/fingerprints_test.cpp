@@ -77,6 +77,23 @@ TEST_P(fingerprintsPinned, MatchesTable) {
   EXPECT_EQ(now.makespan_ps, e.pinned.makespan_ps) << e.name;
 }
 
+// Conservation: on every rank the breakdown's parts (compute by phase, exposed communication,
+// bubble, offload waits, the framework's work for its collectives, unexplained waits) add up to
+// the step, so that no time the step spends goes unreported.
+TEST_P(fingerprintsPinned, BreakdownAccountsForTheWholeStep) {
+  const Entry& e = GetParam();
+  const Simulation sim = simulate_step(resolve_scenario(e.scenario));
+  const double step = ps_to_seconds(sim.result.makespan);
+  std::set<int> ranks;
+  for (const Op& op : sim.plan.plan.ops) ranks.insert(op.rank);
+  for (int rank : ranks) {
+    const StepBreakdown b = breakdown_of_rank(sim.plan, sim.result, rank);
+    const double parts = b.forward_s + b.backward_s + b.optimizer_s + b.exposed_comm_s +
+                         b.bubble_s + b.offload_s + b.comm_overhead_s + b.other_s;
+    EXPECT_NEAR(parts, step, 1e-9 * step) << e.name << " rank " << rank;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(table, fingerprintsPinned, ::testing::ValuesIn(table()),
                          [](const ::testing::TestParamInfo<Entry>& info) {
                            std::string n = info.param.name;
