@@ -100,7 +100,7 @@ def aggregate(values, how):
 
 
 def default_agg(metric):
-    lower_is_better = ("time", "memory", "bytes", "exposed", "bubble")
+    lower_is_better = ("time", "memory", "bytes", "exposed", "bubble", "offload", "overhead")
     return "min" if any(w in metric for w in lower_is_better) else "max"
 
 

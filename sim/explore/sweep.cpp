@@ -35,13 +35,30 @@ json value_json(const std::string& text) {
   }
 }
 
+// The step's overheads in seconds, in column order: each column's name and its field, declared
+// once for the CSV, the JSON and the exchange of an MPI rank's rows.
+struct TimeColumn {
+  const char* name;
+  double SweepRow::*field;
+};
+constexpr TimeColumn kTimeColumns[] = {
+    {"exposed_dp_s", &SweepRow::exposed_dp_s}, {"exposed_tp_s", &SweepRow::exposed_tp_s},
+    {"exposed_pp_s", &SweepRow::exposed_pp_s}, {"exposed_ep_s", &SweepRow::exposed_ep_s},
+    {"exposed_cp_s", &SweepRow::exposed_cp_s}, {"bubble_s", &SweepRow::bubble_s},
+    {"offload_s", &SweepRow::offload_s},       {"comm_overhead_s", &SweepRow::comm_overhead_s}};
+
 }  // namespace
 
 const std::vector<std::string>& sweep_metric_columns() {
-  static const std::vector<std::string> cols = {
-      "step_time_s",  "tokens_per_s", "tflops_per_gpu", "mfu",      "peak_memory_bytes",
-      "fits_in_memory", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s", "bubble_s",
-      "offload_s", "host_memory_per_node_bytes", "fits_in_host_memory", "error"};
+  static const std::vector<std::string> cols = [] {
+    std::vector<std::string> c = {"step_time_s",       "tokens_per_s", "tflops_per_gpu", "mfu",
+                                  "peak_memory_bytes", "fits_in_memory"};
+    for (const TimeColumn& t : kTimeColumns) c.push_back(t.name);
+    for (const char* tail : {"host_memory_per_node_bytes", "fits_in_host_memory", "error"}) {
+      c.push_back(tail);
+    }
+    return c;
+  }();
   return cols;
 }
 
@@ -166,8 +183,11 @@ SweepRow evaluate_point(const json& base, const std::vector<VariedKey>& vary, st
     row.exposed_dp_s = r.breakdown.exposed_by_group[0];
     row.exposed_tp_s = r.breakdown.exposed_by_group[1];
     row.exposed_pp_s = r.breakdown.exposed_by_group[2];
+    row.exposed_ep_s = r.breakdown.exposed_by_group[3];
+    row.exposed_cp_s = r.breakdown.exposed_by_group[4];
     row.bubble_s = r.breakdown.bubble_s;
     row.offload_s = r.breakdown.offload_s;
+    row.comm_overhead_s = r.breakdown.comm_overhead_s;
     row.host_memory_per_node_bytes = r.host_memory_per_node;
     row.fits_in_host_memory = r.fits_in_host_memory;
   } catch (const InputError& e) {
@@ -193,11 +213,11 @@ std::vector<SweepRow> run_points(const json& base, const std::vector<VariedKey>&
 json rows_to_json(const std::vector<SweepRow>& rows) {
   json a = json::array();
   for (const auto& r : rows) {
+    json m = {r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, r.mfu};
+    for (const TimeColumn& t : kTimeColumns) m.push_back(r.*t.field);
     a.push_back({{"values", r.values},
                  {"ok", r.ok},
-                 {"m",
-                  {r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, r.mfu, r.exposed_dp_s,
-                   r.exposed_tp_s, r.exposed_pp_s, r.bubble_s, r.offload_s}},
+                 {"m", std::move(m)},
                  {"peak", r.peak_memory_bytes},
                  {"fits", r.fits_in_memory},
                  {"host", r.host_memory_per_node_bytes},
@@ -218,11 +238,8 @@ std::vector<SweepRow> rows_from_json(const json& j) {
     r.tokens_per_s = m.at(1).get<double>();
     r.tflops_per_gpu = m.at(2).get<double>();
     r.mfu = m.at(3).get<double>();
-    r.exposed_dp_s = m.at(4).get<double>();
-    r.exposed_tp_s = m.at(5).get<double>();
-    r.exposed_pp_s = m.at(6).get<double>();
-    r.bubble_s = m.at(7).get<double>();
-    r.offload_s = m.at(8).get<double>();
+    std::size_t i = 4;
+    for (const TimeColumn& t : kTimeColumns) r.*t.field = m.at(i++).get<double>();
     r.peak_memory_bytes = e.at("peak").get<std::int64_t>();
     r.fits_in_memory = e.at("fits").get<bool>();
     r.host_memory_per_node_bytes = e.at("host").get<std::int64_t>();
@@ -251,9 +268,7 @@ std::string sweep_csv(const std::vector<VariedKey>& vary, const std::vector<Swee
       for (double x : {r.step_time_s, r.tokens_per_s, r.tflops_per_gpu, r.mfu}) field(number(x));
       field(std::to_string(r.peak_memory_bytes));
       field(r.fits_in_memory ? "true" : "false");
-      for (double x : {r.exposed_dp_s, r.exposed_tp_s, r.exposed_pp_s, r.bubble_s, r.offload_s}) {
-        field(number(x));
-      }
+      for (const TimeColumn& t : kTimeColumns) field(number(r.*t.field));
       field(std::to_string(r.host_memory_per_node_bytes));
       field(r.fits_in_host_memory ? "true" : "false");
     } else {
@@ -283,11 +298,7 @@ json sweep_json(const std::vector<VariedKey>& vary, const std::vector<SweepRow>&
       row["mfu"] = r.mfu;
       row["peak_memory_bytes"] = r.peak_memory_bytes;
       row["fits_in_memory"] = r.fits_in_memory;
-      row["exposed_dp_s"] = r.exposed_dp_s;
-      row["exposed_tp_s"] = r.exposed_tp_s;
-      row["exposed_pp_s"] = r.exposed_pp_s;
-      row["bubble_s"] = r.bubble_s;
-      row["offload_s"] = r.offload_s;
+      for (const TimeColumn& t : kTimeColumns) row[t.name] = r.*t.field;
       row["host_memory_per_node_bytes"] = r.host_memory_per_node_bytes;
       row["fits_in_host_memory"] = r.fits_in_host_memory;
     } else {

@@ -27,8 +27,10 @@ struct SweepRow {
   double step_time_s = 0, tokens_per_s = 0, tflops_per_gpu = 0, mfu = 0;
   std::int64_t peak_memory_bytes = 0;
   bool fits_in_memory = false;
-  double exposed_dp_s = 0, exposed_tp_s = 0, exposed_pp_s = 0, bubble_s = 0;
-  double offload_s = 0;                         // waits for host work (offload)
+  // Where the step's time went beyond compute (StepBreakdown): communication exposed by group,
+  // the pipeline bubble, waits for offloaded host work, the framework's work for its collectives.
+  double exposed_dp_s = 0, exposed_tp_s = 0, exposed_pp_s = 0, exposed_ep_s = 0, exposed_cp_s = 0;
+  double bubble_s = 0, offload_s = 0, comm_overhead_s = 0;
   std::int64_t host_memory_per_node_bytes = 0;  // offloaded states per node
   bool fits_in_host_memory = true;
   std::string error;

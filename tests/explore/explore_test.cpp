@@ -2,6 +2,7 @@
 // and the commands' progress and flag errors (the search's library: search_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sys/wait.h>
@@ -15,6 +16,8 @@
 
 #include "sim/core/error.h"
 #include "sim/explore/sweep.h"
+#include "sim/run/simulate.h"
+#include "sim/scenario/scenario.h"
 
 namespace zerosim::explore {
 namespace {
@@ -138,6 +141,34 @@ TEST(Sweep, CsvParsesWithOneFieldPerColumn) {
       EXPECT_EQ(table[r][2], "");
     }
   }
+}
+
+// Each overhead column is that part of the point's step breakdown (StepBreakdown), the same
+// simulated on its own: DeepSpeed's stage 3 slices every gradient tensor once per rank on the
+// host (comm_overhead_s), stage 2 does not.
+TEST(Sweep, OverheadColumnsAreTheStepsBreakdown) {
+  auto vary = parse_vary({"zero.stage=2,3"});
+  const json base = sweep_base_document(kScenario, {});
+  const auto rows = run_points(base, vary, all_points(vary), 1, ProgressMode::Off);
+  ASSERT_EQ(rows.size(), 2u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_TRUE(rows[i].ok) << rows[i].error;
+    const StepBreakdown b =
+        simulate_step(resolve_scenario(point_document(base, vary, i))).report.breakdown;
+    EXPECT_EQ(rows[i].exposed_dp_s, b.exposed_by_group[0]);
+    EXPECT_EQ(rows[i].exposed_ep_s, b.exposed_by_group[3]);
+    EXPECT_EQ(rows[i].exposed_cp_s, b.exposed_by_group[4]);
+    EXPECT_EQ(rows[i].bubble_s, b.bubble_s);
+    EXPECT_EQ(rows[i].offload_s, b.offload_s);
+    EXPECT_EQ(rows[i].comm_overhead_s, b.comm_overhead_s);
+  }
+  EXPECT_EQ(rows[0].comm_overhead_s, 0);
+  EXPECT_GT(rows[1].comm_overhead_s, 0);
+  const auto table = parse_csv(sweep_csv(vary, rows));
+  const auto& header = table[0];
+  const auto column = std::find(header.begin(), header.end(), "comm_overhead_s") - header.begin();
+  ASSERT_LT(static_cast<std::size_t>(column), header.size());
+  EXPECT_DOUBLE_EQ(std::stod(table[2][static_cast<std::size_t>(column)]), rows[1].comm_overhead_s);
 }
 
 TEST(Sweep, BadVaryFlagsNameTheFlag) {
