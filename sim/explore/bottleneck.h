@@ -3,11 +3,12 @@
 //
 // The rule: the largest of the overheads the breakdown charges to the compute stream's idle
 // time (exposed DP, TP and PP communication, the pipeline bubble, waits for offloaded host
-// work, the framework's own work for its collectives) is the bottleneck, with a suggestion tied to that component; when every one of them is
-// under kComputeBoundShare of the step the step is compute-bound (removing any one would save
-// less than that). Suggestions name only changes that shrink that component in the model:
-// e.g. TP all-reduces block the compute stream, so fewer TP ranks; sequence parallelism is not
-// suggested for TP time because it moves the same bytes (a reduce-scatter and an all-gather).
+// work, the framework's own work for its collectives) is the bottleneck, with a suggestion tied
+// to that component; when every one of them is under kComputeBoundShare of the step the step
+// is compute-bound (removing any one would save less than that). Suggestions name only changes
+// that shrink that component in the model: e.g. TP all-reduces block the compute stream, so
+// fewer TP ranks; sequence parallelism is not suggested for TP time because it moves the same
+// bytes (a reduce-scatter and an all-gather).
 #include <string>
 
 #include "sim/run/simulate.h"

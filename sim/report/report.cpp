@@ -147,7 +147,8 @@ std::string report_text(const Scenario& s, const StepReport& r, bool with_time) 
     if (b.other_s > 0) {
       o << "    other         " << fmt("%.4f s", b.other_s) << "  (waits no dependency explains)\n";
     }
-    if (s.zero.offload_optimizer != OffloadDevice::None || s.zero.offload_param != OffloadDevice::None) {
+    if (s.zero.offload_optimizer != OffloadDevice::None ||
+        s.zero.offload_param != OffloadDevice::None || b.offload_s > 0) {
       o << "    offload       " << fmt("%.4f s", b.offload_s) << "  (waits for host work; CPU step "
         << fmt("%.4f s", b.cpu_step_s) << ")\n";
     }
