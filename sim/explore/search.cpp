@@ -296,22 +296,13 @@ SearchOutcome run_search(const SearchOptions& o) {
 }
 
 std::vector<GapComponent> explain_gap(const StepReport& best, const StepReport& other) {
-  const StepBreakdown& a = best.breakdown;
-  const StepBreakdown& b = other.breakdown;
-  std::vector<GapComponent> g = {
-      {"forward", a.forward_s, b.forward_s},
-      {"backward", a.backward_s, b.backward_s},
-      {"exposed dp", a.exposed_by_group[0], b.exposed_by_group[0]},
-      {"exposed tp", a.exposed_by_group[1], b.exposed_by_group[1]},
-      {"exposed pp", a.exposed_by_group[2], b.exposed_by_group[2]},
-      {"exposed ep", a.exposed_by_group[3], b.exposed_by_group[3]},
-      {"exposed cp", a.exposed_by_group[4], b.exposed_by_group[4]},
-      {"bubble", a.bubble_s, b.bubble_s},
-      {"optimizer", a.optimizer_s, b.optimizer_s},
-      {"offload", a.offload_s, b.offload_s},
-      {"comm overhead", a.comm_overhead_s, b.comm_overhead_s},
-      {"other", a.other_s, b.other_s},
-  };
+  const auto a = breakdown_parts(best.breakdown), b = breakdown_parts(other.breakdown);
+  std::vector<GapComponent> g;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::string name = a[i].name;
+    std::replace(name.begin(), name.end(), '_', ' ');  // as the text prints it: "exposed dp"
+    g.push_back({name, a[i].seconds, b[i].seconds});
+  }
   std::stable_sort(g.begin(), g.end(), [](const GapComponent& x, const GapComponent& y) {
     return std::abs(x.diff_s()) > std::abs(y.diff_s());
   });
@@ -418,7 +409,8 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
   for (std::size_t i = 0; i < n; ++i) {
     const Candidate& c = out.ranked[i].config;
     const StepReport& r = out.ranked[i].report;
-    const StepBreakdown& b = r.breakdown;
+    json parts = json::object();
+    for (const BreakdownPart& part : breakdown_parts(r.breakdown)) parts[part.name] = part.seconds;
     const Bottleneck& w = out.ranked[i].bottleneck;
     j["top"].push_back({{"tp", c.tp},
                         {"pp", c.pp},
@@ -435,19 +427,7 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
                         {"peak_memory_bytes", r.memory.peak},
                         {"device_peak_bytes", r.device_peak},
                         {"fits_in_memory", r.fits_in_memory},
-                        {"breakdown_s",
-                         {{"forward", b.forward_s},
-                          {"backward", b.backward_s},
-                          {"optimizer", b.optimizer_s},
-                          {"exposed_dp", b.exposed_by_group[0]},
-                          {"exposed_tp", b.exposed_by_group[1]},
-                          {"exposed_pp", b.exposed_by_group[2]},
-                          {"exposed_ep", b.exposed_by_group[3]},
-                          {"exposed_cp", b.exposed_by_group[4]},
-                          {"bubble", b.bubble_s},
-                          {"offload", b.offload_s},
-                          {"comm_overhead", b.comm_overhead_s},
-                          {"other", b.other_s}}},
+                        {"breakdown_s", parts},
                         {"bottleneck",
                          {{"component", w.component},
                           {"seconds", w.seconds},

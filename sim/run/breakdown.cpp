@@ -71,6 +71,21 @@ Rank0Bytes bytes_of_rank0(const ClusterSpec& cluster, const TrainingPlan& tp) {
   return out;
 }
 
+std::array<BreakdownPart, 12> breakdown_parts(const StepBreakdown& b) {
+  return {{{"forward", b.forward_s},
+           {"backward", b.backward_s},
+           {"exposed_dp", b.exposed_by_group[0]},
+           {"exposed_tp", b.exposed_by_group[1]},
+           {"exposed_pp", b.exposed_by_group[2]},
+           {"exposed_ep", b.exposed_by_group[3]},
+           {"exposed_cp", b.exposed_by_group[4]},
+           {"bubble", b.bubble_s},
+           {"optimizer", b.optimizer_s},
+           {"offload", b.offload_s},
+           {"comm_overhead", b.comm_overhead_s},
+           {"other", b.other_s}}};
+}
+
 StepBreakdown breakdown_of_rank(const TrainingPlan& tp, const EngineResult& r, int rank) {
   const Plan& plan = tp.plan;
   StepBreakdown b;

@@ -29,6 +29,15 @@ struct StepBreakdown {
   double other_s = 0;                        // gaps no dependency explains (none expected)
 };
 
+// The parts a step's time splits into, each once: every field of StepBreakdown but
+// exposed_comm_s (the sum of the exposed_* parts) and cpu_step_s (the host's, beside the GPU).
+// On every rank they add up to the step. Named as the search's JSON writes them.
+struct BreakdownPart {
+  const char* name;
+  double seconds;
+};
+std::array<BreakdownPart, 12> breakdown_parts(const StepBreakdown& b);
+
 struct StepReport {
   double step_time_s = 0;
   double tokens_per_s = 0;

@@ -371,7 +371,8 @@ void pipeline_rules(Scenario& s, const Given& given) {
   // (gpipe), and 1f1b, pp - rank - 1 warm-up forwards (parallel/pipeline_parallel/engine.py).
   // ParallelismArgs.__post_init__ (config/parallelism_config.py) takes afab when pp_engine is not
   // set, and its example configs set 1f1b.
-  if (p.framework == Framework::Nanotron && p.pp > 1) {
+  const bool nanotron_pipeline = p.framework == Framework::Nanotron && p.pp > 1;
+  if (nanotron_pipeline) {
     if (!given("parallel.pipeline_schedule")) {
       p.pipeline_schedule = PipelineSchedule::GPipe;
       s.warnings.push_back({"parallel.pipeline_schedule",
@@ -416,7 +417,7 @@ void pipeline_rules(Scenario& s, const Given& given) {
       throw InputError("parallel.pipeline_schedule",
                        "'interleaved' goes with parallel.virtual_stages > 1 and only with it");
     }
-  } else if (!(p.framework == Framework::Nanotron && p.pp > 1)) {
+  } else if (!nanotron_pipeline) {
     p.pipeline_schedule =
         p.virtual_stages > 1 ? PipelineSchedule::Interleaved : PipelineSchedule::OneFOneB;
   }
