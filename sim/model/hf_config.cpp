@@ -22,10 +22,11 @@ namespace {
 // that model_type), with the class defaults for fields a config leaves out. Every field of a
 // config ends in one of four places:
 //   modelled   read into ModelSpec (sizes, GQA/MQA, head_dim, biases, tied embeddings, norms per
-//              block, sliding window in every layer, ALiBi/rotary/learned positions);
+//              block, sliding window and how many layers have it, ALiBi/rotary/learned
+//              positions);
 //   warned     read, but simulated otherwise than written (a parallel attention+MLP block's
-//              activations, a sliding window in only some layers, Phi's q/k LayerNorms, a
-//              training length the config does not give) or not known to zerosim at all;
+//              activations, Phi's q/k LayerNorms, a training length the config does not give)
+//              or not known to zerosim at all;
 //   refused    an InputError (an unknown model_type, an activation the family cannot have,
 //              GPT-2's cross-attention);
 //   silent     kCostFree below: fields that do not change parameters, FLOPs or bytes.
@@ -124,10 +125,11 @@ MlpKind read_activation(HfConfig& c, HfFamily family) {
 // Which layers attend within a sliding window, as each family's transformers code decides:
 // Mistral and Phi-3 in every layer when sliding_window is set; Qwen2 only with
 // use_sliding_window, from layer max_window_layers on; Gemma 2 every other layer; a config's
-// layer_types list, where given, names each layer. A window in every layer is modelled
-// (ModelSpec::sliding_window); in some layers only, every layer is costed alike, so all are
-// simulated as full attention, with a warning.
-void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings) {
+// layer_types list, where given, names each layer. The window and how many layers have it are
+// modelled (ModelSpec::sliding_window, sliding_window_layers); which layers they are is not, as
+// zerosim costs every layer at the layers' average (resolve warns where pipeline stages make
+// that matter).
+void read_sliding_window(HfConfig& c, ModelSpec& m) {
   const std::string& type = c.type();
   const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe";
   const bool everywhere = type == "mistral" || type == "phi3" || type == "mixtral";
@@ -135,7 +137,6 @@ void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& w
   if (!qwen && !everywhere && !alternating) return;
   std::int64_t window = 0;
   std::int64_t windowed = 0;  // layers with the window
-  std::string key = "sliding_window";
   if (qwen) {
     const bool on = c.bool_or("use_sliding_window", false);
     const json* first = c.get("max_window_layers");  // Qwen2Config's default: 28
@@ -144,7 +145,6 @@ void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& w
     if (on && w) {
       window = read_int(*w, c.path("sliding_window"));
       windowed = m.num_layers - std::min(m.num_layers, from);
-      key = "use_sliding_window";
     }
   } else {
     const json* w = c.get("sliding_window");
@@ -161,18 +161,10 @@ void read_sliding_window(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& w
                        "must list one entry per layer (" + std::to_string(m.num_layers) + ")");
     windowed = 0;
     for (const json& t : *types) windowed += t == "sliding_attention" ? 1 : 0;
-    key = "layer_types";
   }
   if (window == 0 || windowed == 0) return;
-  if (windowed == m.num_layers) {
-    m.sliding_window = window;
-    return;
-  }
-  c.warn(warnings, key,
-         std::to_string(windowed) + " of " + std::to_string(m.num_layers) +
-             " layers attend within a sliding window of " + std::to_string(window) +
-             " tokens; zerosim costs every layer alike, so all are simulated as full attention "
-             "(exact while the sequence is no longer than the window)");
+  m.sliding_window = window;
+  m.sliding_window_layers = windowed == m.num_layers ? 0 : windowed;
 }
 
 // A config without a training length takes kDefaultHfSeqLength capped at its position limit,
@@ -403,7 +395,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   } else if (family != HfFamily::Bloom) {
     throw InputError(c.path(keys.max_position_embeddings), "missing");
   }
-  read_sliding_window(c, m, warnings);
+  read_sliding_window(c, m);
   // Training length: the config's own seq_length when it has one (Megatron-style configs), else
   // left to the caller (settle_seq_length).
   if (const json* seq = c.get("seq_length")) m.seq_length = read_int(*seq, c.path("seq_length"));

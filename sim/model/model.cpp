@@ -57,10 +57,6 @@ std::int64_t norm_params(const ModelSpec& m) {
 // Width of K (and of V): kv_heads * head_dim; equals hidden_size without GQA.
 std::int64_t kv_width(const ModelSpec& m) { return m.num_kv_heads * m.head_dim(); }
 
-// Keys one query attends to: the whole sequence, or the sliding window when it is shorter.
-std::int64_t attended_keys(const ModelSpec& m) {
-  return m.sliding_window > 0 ? std::min(m.seq_length, m.sliding_window) : m.seq_length;
-}
 
 // TP splits heads, kv heads and the FFN width across ranks (Megatron column/row parallel
 // layers); a split that leaves a fraction of a head is not a configuration anyone runs.
@@ -323,9 +319,8 @@ LayerWork layer_forward_work(const ModelSpec& m, std::int64_t micro_batch, std::
   const double s = static_cast<double>(m.seq_length);
   const double hd = static_cast<double>(h);
   const double t = static_cast<double>(tp);
-  const double keys = static_cast<double>(attended_keys(m));
   const double c = static_cast<double>(cp);
-  const double keys_per_query = flash_attention ? keys - keys * keys / (2 * s) : s;
+  const double keys_per_query = flash_attention ? mean_keys_per_query(m, true) : s;
   w.attention_flops = attention_core_flops(m, b, s, keys_per_query) / t / c;
 
   // HBM traffic of the non-GEMM kernels, forward, 16-bit elements (2 bytes) and 1-byte dropout
@@ -416,11 +411,22 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch) {
          static_cast<double>(m.hidden_size) * static_cast<double>(m.vocab_size);
 }
 
+double mean_keys_per_query(const ModelSpec& m, bool causal_band) {
+  const double s = static_cast<double>(m.seq_length);
+  auto keys = [&](double k) { return causal_band ? k - k * k / (2 * s) : k; };
+  if (m.sliding_window <= 0) return keys(s);
+  const double window = keys(static_cast<double>(std::min(m.seq_length, m.sliding_window)));
+  if (m.sliding_window_layers == 0 || m.sliding_window_layers == m.num_layers) return window;
+  const double layers = static_cast<double>(m.num_layers);
+  const double windowed = static_cast<double>(m.sliding_window_layers);
+  return (windowed * window + (layers - windowed) * keys(s)) / layers;
+}
+
 double model_flops_per_token(const ModelSpec& m) {
   const double tokens = static_cast<double>(m.seq_length);  // one sequence, tp = 1
   // Megatron's count of the attention core: each query against its k = min(s, window) keys,
   // the causal mask not discounted.
-  const double core = attention_core_flops(m, 1, tokens, static_cast<double>(attended_keys(m)));
+  const double core = attention_core_flops(m, 1, tokens, mean_keys_per_query(m, false));
   double layer = core;
   for (const Gemm& g : layer_forward_work(m, 1, 1, false, true).gemms) layer += g.flops();
   const std::int64_t moe_layers = m.moe_layer_count();

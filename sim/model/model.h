@@ -133,8 +133,13 @@ struct ModelSpec {
   // Norms per transformer block: 2 (before attention, before the MLP); 1 where a parallel block
   // feeds attention and MLP from one norm (Falcon-7B, Phi-2); 4 with Gemma 2's post-norms.
   std::int64_t layer_norms = 2;
-  // Keys each query attends to at most (Mistral's sliding window), in every layer; 0 = all.
+  // Keys each query attends to at most (Mistral's sliding window); 0 = all.
   std::int64_t sliding_window = 0;
+  // How many layers attend within that window, the others attending to the whole sequence
+  // (gpt-oss and Gemma 2: every other layer); 0 = every layer. zerosim costs every layer alike,
+  // so each layer's attention core is costed at the layers' average (mean_keys_per_query): the
+  // step's attention work is exact, a pipeline stage's share of windowed layers is the model's.
+  std::int64_t sliding_window_layers = 0;
   // RMSNorms over each head's query and key (Qwen3, OLMo 2): 2 x head_dim parameters per layer.
   bool qk_norm = false;
   // A learned logit per head that each softmax row also normalises over (gpt-oss's sinks): one
@@ -329,7 +334,8 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
 // Model FLOPs per token, no recomputation: 3 x forward (forward + backward = 2 x forward) summed
 // over layers and logits. The MFU numerator. With d = head_dim, kv = num_kv_heads, q = heads x d
 // (= h unless attention_head_dim decouples it), f = ffn, g = 3 for a gated MLP else 2,
-// l = layers, V = vocab, s = seq_length, k = min(s, sliding_window) (s without a window):
+// l = layers, V = vocab, s = seq_length, k = min(s, sliding_window) (s without a window) in the
+// layers with the window and s in the others, averaged over the layers:
 //   3 * [ l * (2h(q + 2*kv*d) + 2qh + 2*g*h*f + 4*k*q) + 2*h*V ]
 // Weight GEMMs and the QK^T / AV batched GEMMs only (no bias, norm or softmax FLOPs); the causal
 // mask is not discounted. For ffn = 4h, kv = heads, g = 2 this is Megatron's
@@ -338,6 +344,12 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
 // num_experts, plus the attention core's 2k(q_qk + q_v) per layer), which for an MoE model
 // counts the active experts only; MLA's query/key and value widths replace q in the core.
 double model_flops_per_token(const ModelSpec& m);
+
+// Keys per query of one layer's causal attention core, averaged over the model's layers (those
+// within sliding_window and the others): with `causal_band`, the (query, key) pairs a flash
+// kernel runs over the sequence s, s k - k^2 / 2 with k = min(s, window) and s^2 / 2 without a
+// window, divided by s; without, Megatron's count of k keys per query (the MFU numerator's).
+double mean_keys_per_query(const ModelSpec& m, bool causal_band);
 
 // Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,
 // 6), generalised to ffn != 4h, gated MLPs, GQA, decoupled head_dim and the norms per block; flash
@@ -383,7 +395,7 @@ ModelSpec model_preset(const std::string& name, const std::string& key_path);
 // hf_config (base config.json path), name, source, max_position_embeddings, norm
 // (layernorm|rmsnorm), position (learned|rotary|alibi), linear_bias (all three biases),
 // qkv_bias, attention_output_bias, mlp_bias, output_bias, embedding_norm, head_dim, layer_norms,
-// sliding_window.
+// sliding_window, sliding_window_layers.
 // What a Hugging Face config says that zerosim reads otherwise than written (a default taken, an
 // approximation, a field it does not know) is appended to `warnings` when given: never dropped in
 // silence. model_json.cpp lists, per family, the fields modelled, warned about and refused, and

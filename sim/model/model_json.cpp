@@ -129,6 +129,11 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
                      "must be 1 (one norm shared by a parallel block), 2 or up to 4 (pre and post "
                      "norms), got " + std::to_string(m.layer_norms));
   if (m.sliding_window != 0) check_range(m.sliding_window, kMaxTable, key_join(key_path, "sliding_window"));
+  if (m.sliding_window_layers < 0 || m.sliding_window_layers > m.num_layers)
+    throw InputError(key_join(key_path, "sliding_window_layers"),
+                     "must be 1 to num_layers (" + std::to_string(m.num_layers) +
+                         ") layers attending within sliding_window, or 0 for every layer, got " +
+                         std::to_string(m.sliding_window_layers));
   if (m.mtp_num_layers < 0 || m.mtp_num_layers > m.num_layers)
     throw InputError(key_join(key_path, "mtp_num_layers"),
                      "must be 0 (no multi-token prediction) to num_layers (" +
@@ -196,7 +201,7 @@ const std::vector<std::string> kObjectKeys = {
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
     "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
     "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
-    "layer_norms", "sliding_window", "qk_norm", "attention_sinks", "moe", "mla", "mtp_num_layers",
+    "layer_norms", "sliding_window", "sliding_window_layers", "qk_norm", "attention_sinks", "moe", "mla", "mtp_num_layers",
     "hidden_dropout", "attention_dropout"};
 
 // The integer and boolean fields of an object-valued key (moe, mla), each bound to its field.
@@ -419,6 +424,14 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_int("head_dim", m.attention_head_dim);
   set_int("layer_norms", m.layer_norms);
   set_int("sliding_window", m.sliding_window);
+  if (const json* v = at("sliding_window_layers")) {
+    if (m.sliding_window == 0)
+      throw InputError(path("sliding_window_layers"),
+                       "counts the layers that attend within sliding_window: needs sliding_window");
+    const std::int64_t x = read_int(*v, path("sliding_window_layers"), 0);
+    overridden = overridden || x != m.sliding_window_layers;
+    m.sliding_window_layers = x;
+  }
   set_bool("qk_norm", m.qk_norm);
   set_bool("attention_sinks", m.attention_sinks);
   set_int("mtp_num_layers", m.mtp_num_layers);
@@ -552,6 +565,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.attention_head_dim != 0) j["head_dim"] = m.attention_head_dim;
   if (m.layer_norms != 2) j["layer_norms"] = m.layer_norms;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
+  if (m.sliding_window_layers != 0) j["sliding_window_layers"] = m.sliding_window_layers;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.mtp_num_layers != 0) j["mtp_num_layers"] = m.mtp_num_layers;

@@ -157,7 +157,8 @@ ModelSpec qwen3_235b() {
 // gpt-oss-120b (OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card, arXiv:2508.10925, Sec. 2:
 // 36 layers, 128 experts, top 4, residual width 2880, 64 query heads of 64, 8 KV heads,
 // attention sinks, banded attention of 128 tokens in every other layer; its config.json's
-// initial_context_length 4096). The banded layers are costed as full attention.
+// initial_context_length 4096; config.json's sliding_window 128 and layer_types, which alternate
+// sliding_attention and full_attention from layer 0: 18 of the 36 layers banded).
 ModelSpec gpt_oss_120b() {
   MoeSpec e;
   e.num_experts = 128;
@@ -170,6 +171,8 @@ ModelSpec gpt_oss_120b() {
   m.attention_head_dim = 64;
   m.qkv_bias = m.attention_output_bias = m.mlp_bias = true;
   m.attention_sinks = true;
+  m.sliding_window = 128;
+  m.sliding_window_layers = 18;
   return m;
 }
 

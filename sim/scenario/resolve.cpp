@@ -366,6 +366,18 @@ void pipeline_rules(Scenario& s, const Given& given) {
                             "simulated with the first " + std::to_string(longer) +
                             " stages one layer longer"});
   }
+  // Every layer is costed at the layers' average attention (mean_keys_per_query): exact for the
+  // step, but a stage holds its own layers.
+  if (p.pp > 1 && m.sliding_window > 0 && m.sliding_window < m.seq_length &&
+      m.sliding_window_layers > 0 && m.sliding_window_layers < m.num_layers) {
+    s.warnings.push_back(
+        {"parallel.pp", "model: " + std::to_string(m.sliding_window_layers) + " of " +
+                            std::to_string(m.num_layers) +
+                            " layers attend within a sliding window of " +
+                            std::to_string(m.sliding_window) +
+                            " tokens; each pipeline stage is costed at the model's share of them, "
+                            "not at the layers it holds"});
+  }
   // nanotron has two pipeline engines (config/utils_config.py cast_str_to_pipeline_engine, at
   // huggingface/nanotron 2411b022): afab, every forward then every backward in micro-batch order
   // (gpipe), and 1f1b, pp - rank - 1 warm-up forwards (parallel/pipeline_parallel/engine.py).

@@ -269,30 +269,39 @@ TEST(hfFields, UnknownFieldsAreReportedNotDropped) {
   EXPECT_EQ(llama.m.sliding_window, 0);
 }
 
-TEST(hfFields, WindowInSomeLayersIsWarnedAndSimulatedFull) {
+// A window in some layers only: the window and how many layers have it, as each family's
+// transformers code places it (Qwen2 from max_window_layers on, Gemma 2 every other layer).
+TEST(hfFields, WindowInSomeLayersIsCountedByLayer) {
   json cfg = config_json("qwen2-7b.json");
   cfg["use_sliding_window"] = true;
   cfg["sliding_window"] = 4096;
   cfg["max_window_layers"] = 14;  // layers 14..27 windowed
   Read r = read_json_config(cfg);
-  EXPECT_EQ(r.m.sliding_window, 0);
-  ASSERT_NE(warning_on(r, "use_sliding_window"), nullptr) << all_warnings(r);
-  EXPECT_NE(warning_on(r, "use_sliding_window")->message.find("14 of 28 layers"),
-            std::string::npos);
-  EXPECT_NE(warning_on(r, "use_sliding_window")->message.find("full attention"), std::string::npos);
-  cfg["max_window_layers"] = 0;  // every layer: modelled
+  EXPECT_EQ(r.m.sliding_window, 4096);
+  EXPECT_EQ(r.m.sliding_window_layers, 14);
+  EXPECT_EQ(warning_on(r, "use_sliding_window"), nullptr) << all_warnings(r);
+  cfg["max_window_layers"] = 0;  // every layer
   r = read_json_config(cfg);
   EXPECT_EQ(r.m.sliding_window, 4096);
-  EXPECT_EQ(warning_on(r, "use_sliding_window"), nullptr) << all_warnings(r);
+  EXPECT_EQ(r.m.sliding_window_layers, 0);
+  cfg["max_window_layers"] = 28;  // none
+  r = read_json_config(cfg);
+  EXPECT_EQ(r.m.sliding_window, 0);
 
   // Gemma 2 alternates local and global layers; it also has four norms per block.
   json gemma2 = config_json("gemma-7b.json");
   gemma2["model_type"] = "gemma2";
   gemma2["sliding_window"] = 4096;
   r = read_json_config(gemma2);
-  EXPECT_EQ(r.m.sliding_window, 0);
-  EXPECT_NE(warning_on(r, "sliding_window"), nullptr) << all_warnings(r);
+  EXPECT_EQ(r.m.sliding_window, 4096);
+  EXPECT_EQ(r.m.sliding_window_layers, 14);  // layers 0, 2, ..., 26 of 28
   EXPECT_EQ(r.m.layer_norms, 4);
+  // A layer_types list names each layer.
+  gemma2["layer_types"] = json::array();
+  for (int i = 0; i < 28; ++i)
+    gemma2["layer_types"].push_back(i % 4 == 3 ? "full_attention" : "sliding_attention");
+  r = read_json_config(gemma2);
+  EXPECT_EQ(r.m.sliding_window_layers, 21);
 }
 
 TEST(hfFields, PhiQkLayerNormIsWarned) {

@@ -192,6 +192,25 @@ TEST(modelJsonErrors, BadIntegers) {
   expect_input_error([&] { model_from_json(j, "model"); }, "model.num_layers", "no larger than");
 }
 
+// sliding_window_layers counts layers within a window: it needs the window and at most every
+// layer; 0 is every layer.
+TEST(modelJsonErrors, SlidingWindowLayersNeedTheWindow) {
+  json j = base_inline();
+  j["sliding_window_layers"] = 1;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.sliding_window_layers",
+                     "needs sliding_window");
+  j["sliding_window"] = 64;
+  j["sliding_window_layers"] = 3;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.sliding_window_layers",
+                     "num_layers (2)");
+  j["sliding_window_layers"] = -1;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.sliding_window_layers",
+                     "integer");
+  j["sliding_window_layers"] = 1;
+  EXPECT_EQ(model_from_json(j, "model").sliding_window_layers, 1);
+  EXPECT_EQ(model_to_json(model_from_json(j, "model"))["sliding_window_layers"], 1);
+}
+
 TEST(modelJsonErrors, HeadsMustDivide) {
   json j = base_inline();
   j["num_attention_heads"] = 7;

@@ -108,13 +108,16 @@ TEST(moeModels, GptOssMatchesItsModelCardTable) {
     const char* file;
     double total, active;
   };
+  // The card's banded attention of 128 tokens alternates with dense attention, layer by layer.
   for (const Case& g : {Case{"gpt-oss-120b.json", 116.83, 5.13}, Case{"gpt-oss-20b.json", 20.91, 3.61}}) {
     const Read r = read_config(g.file);
     const ParamCounts c = count_params(r.m);
     EXPECT_NEAR(static_cast<double>(c.total) / 1e9, g.total, 0.005) << g.file;
     EXPECT_NEAR(static_cast<double>(c.active - c.embedding) / 1e9, g.active, 0.005) << g.file;
     EXPECT_TRUE(r.m.moe.router_bias && r.m.mlp_bias && r.m.attention_sinks) << g.file;
-    EXPECT_TRUE(warned_on(r, "layer_types")) << all_warnings(r);
+    EXPECT_EQ(r.m.sliding_window, 128) << g.file;
+    EXPECT_EQ(r.m.sliding_window_layers * 2, r.m.num_layers) << g.file;
+    EXPECT_FALSE(warned_on(r, "layer_types")) << all_warnings(r);
   }
 }
 

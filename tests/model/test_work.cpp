@@ -66,6 +66,15 @@ TEST(modelFlops, SlidingWindowAndHeadWidthScaleTheAttention) {
                    4.0 * b * (s * 4096 - 4096.0 * 4096 / 2) * h);
   EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, false).attention_flops,
                    layer_forward_work(m, 1, 1, false, false).attention_flops);
+  // Half the layers windowed (gpt-oss, Gemma 2): each layer costs the layers' average, so the
+  // layers add up to 16 full ones and 16 windowed; Megatron's count (the MFU numerator) has
+  // s k keys per query in each: 4 s k q FLOPs per layer and token, times 3 for the step.
+  ModelSpec half = windowed;
+  half.sliding_window_layers = m.num_layers / 2;
+  EXPECT_DOUBLE_EQ(layer_forward_work(half, 1, 1, false, true).attention_flops,
+                   4.0 * b * ((s * s / 2) + (s * 4096 - 4096.0 * 4096 / 2)) / 2 * h);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(m) - model_flops_per_token(half),
+                   3.0 * 4.0 * (s - 4096) * h * m.num_layers / 2);
   windowed.sliding_window = 16384;  // longer than the sequence: no effect
   EXPECT_DOUBLE_EQ(layer_forward_work(windowed, 1, 1, false, true).attention_flops,
                    layer_forward_work(m, 1, 1, false, true).attention_flops);

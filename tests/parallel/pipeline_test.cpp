@@ -372,6 +372,28 @@ TEST(parallelPipeline, NanotronRunsItsTwoEnginesAndDefaultsToAfab) {
   EXPECT_EQ(key("zero-bubble", 1), "parallel.pipeline_schedule");
 }
 
+// A model whose window is in some layers only is costed at the layers' average: exact for the
+// step, not for a stage's own layers, which matters only with stages; said on parallel.pp.
+TEST(parallelPipeline, WindowInSomeLayersIsAveragedAndSaidWithStages) {
+  json doc = pipeline_doc(4, 8, 1, "1f1b");
+  doc["model"]["sliding_window"] = 32;
+  doc["model"]["sliding_window_layers"] = 8;
+  const Scenario s = resolve_scenario(doc);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_EQ(s.warnings[0].key_path, "parallel.pp");
+  EXPECT_NE(s.warnings[0].message.find("8 of 16 layers"), std::string::npos) << s.warnings[0].message;
+  json all = doc;  // every layer windowed, or a window as long as the sequence: nothing to say
+  all["model"]["sliding_window_layers"] = 16;
+  EXPECT_TRUE(resolve_scenario(all).warnings.empty());
+  all["model"]["sliding_window_layers"] = 8;
+  all["model"]["sliding_window"] = 128;
+  EXPECT_TRUE(resolve_scenario(all).warnings.empty());
+  json single = doc;
+  single["parallel"]["pp"] = 1;
+  single["cluster"]["num_gpus"] = 1;
+  EXPECT_TRUE(resolve_scenario(single).warnings.empty());
+}
+
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
   auto key = [](const std::function<void(json&)>& edit) {
     return testing_plan::input_error_key(pipeline_doc(4, 8, 1, "zero-bubble"), edit);
