@@ -37,11 +37,12 @@ namespace {
 // partial rotary, biases (also on lm_head), parallel block with one norm, untied.
 // Llama-like too, with their own fields: qwen3 (q/k norms, head_dim); the Mixture-of-Experts
 // types mixtral, qwen2_moe, qwen3_moe, gpt_oss (biases, attention sinks) and deepseek_v2,
-// deepseek_v3 (multi-head latent attention), whose sparse blocks hf_moe.cpp reads.
+// deepseek_v3 (multi-head latent attention), whose sparse blocks hf_moe.cpp reads; dbrx, with
+// its own names and nested configs, read whole by hf_dbrx.cpp.
 const std::vector<std::string> kHfTypes = {
     "llama", "mistral",   "qwen2",     "qwen3",       "phi3",        "gemma",   "gemma2",
     "gpt2",  "gpt_neox",  "bloom",     "falcon",      "phi",         "mixtral", "qwen2_moe",
-    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"};
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx"};
 const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3_moe",
                                             "deepseek_v2", "deepseek_v3", "gpt_oss"};
 
@@ -309,6 +310,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
     throw InputError(key_join(origin, "model_type"),
                      "unsupported '" + type + "'" + did_you_mean(type, kHfTypes) +
                          "; supported: " + join_list(kHfTypes));
+  if (type == "dbrx") return parse_dbrx(cfg, origin, keys, warnings, kCostFree);
   const HfFamily family = family_of(type);
   HfConfig c(cfg, origin, type);
   c.get("model_type");

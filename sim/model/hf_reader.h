@@ -93,7 +93,7 @@ class HfConfig {
                          "a Mixture-of-Experts field, but model_type " + type_ +
                              " is a dense model in transformers; an MoE config needs its own "
                              "model_type (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, "
-                             "gpt_oss)");
+                             "gpt_oss, dbrx)");
       out.push_back({path(it.key()),
                      "not a field zerosim reads for model_type " + type_ +
                          ": ignored; if it changes the architecture, the parameter count and "
@@ -113,4 +113,8 @@ class HfConfig {
 void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings);
 // DeepSeek's multi-head latent attention (deepseek_v2, deepseek_v3) into m.mla.
 void read_hf_mla(HfConfig& c, ModelSpec& m);
+// A whole config of model_type dbrx (hf_dbrx.cpp), as parse_hf reads the others; `cost_free`:
+// the top-level fields accepted without a word.
+ModelSpec parse_dbrx(const json& cfg, const std::string& origin, FieldKeys& keys,
+                     std::vector<InputWarning>& warnings, const std::vector<std::string>& cost_free);
 }  // namespace zerosim::model_detail

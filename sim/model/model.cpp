@@ -32,6 +32,7 @@ std::string to_string(NormKind k) {
   switch (k) {
     case NormKind::LayerNorm: return "layernorm";
     case NormKind::RmsNorm: return "rmsnorm";
+    case NormKind::LayerNormNoBias: return "layernorm_no_bias";
   }
   return "?";
 }

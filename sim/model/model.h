@@ -14,7 +14,8 @@ namespace zerosim {
 // Gelu, Relu: two matrices (up, down). Swiglu, Geglu: gated, three (gate, up, down), the gate
 // through SiLU or GeLU; the two gated kinds cost the same and differ only in name.
 enum class MlpKind { Gelu, Swiglu, Relu, Geglu };
-enum class NormKind { LayerNorm, RmsNorm };
+// LayerNormNoBias: a LayerNorm with a gain only (PyTorch's nn.LayerNorm(bias=False), DBRX's).
+enum class NormKind { LayerNorm, RmsNorm, LayerNormNoBias };
 enum class PositionKind { Learned, Rotary, Alibi };
 // Selective: Megatron's (the attention core recomputed). SelectiveOp: torchtitan's op-level
 // selective checkpointing (op_checkpoint_matmuls below). Full: every layer's forward replayed.

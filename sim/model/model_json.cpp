@@ -156,13 +156,16 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
 }
 
 const std::vector<std::string> kMlpNames = {"gelu", "swiglu", "relu", "geglu"};
-const std::vector<std::string> kNormNames = {"layernorm", "rmsnorm"};
+const std::vector<std::string> kNormNames = {"layernorm", "rmsnorm", "layernorm_no_bias"};
 const std::vector<std::string> kPositionNames = {"learned", "rotary", "alibi"};
 MlpKind mlp_at(std::size_t i) {
   constexpr MlpKind kinds[] = {MlpKind::Gelu, MlpKind::Swiglu, MlpKind::Relu, MlpKind::Geglu};
   return kinds[i];
 }
-NormKind norm_at(std::size_t i) { return i == 0 ? NormKind::LayerNorm : NormKind::RmsNorm; }
+NormKind norm_at(std::size_t i) {
+  constexpr NormKind kinds[] = {NormKind::LayerNorm, NormKind::RmsNorm, NormKind::LayerNormNoBias};
+  return kinds[i];
+}
 PositionKind position_at(std::size_t i) {
   return i == 0 ? PositionKind::Learned : i == 1 ? PositionKind::Rotary : PositionKind::Alibi;
 }

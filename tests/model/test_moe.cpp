@@ -8,6 +8,7 @@
 // (Qwen3-30B-A3B's 3.35B is written "3.3B").
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ const Published kPublished[] = {
     {"deepseek-v3.json", 671, 37, 1, false,
      "DeepSeek-AI 2024, DeepSeek-V3 technical report (arXiv:2412.19437), abstract: 671B total, "
      "37B activated (the 14B multi-token-prediction module apart)"},
+    {"dbrx-base.json", 132, 36, 1, true,
+     "Databricks, 'Introducing DBRX: A New State-of-the-Art Open LLM' (2024-03-27): 132B total, "
+     "36B active on any input (whether the input embedding is among them is not said: 36.47B "
+     "with it, 35.85B without, both within the unit)"},
 };
 
 TEST(moeModels, TotalAndActiveParametersMatchThePublishedCounts) {
@@ -102,7 +107,7 @@ TEST(moeModels, Mixtral8x7bExactly) {
 // OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card (arXiv:2508.10925), Table 1: total
 // 116.83B / 20.91B; active 5.13B / 3.61B, counted without the input embedding (201088 x 2880).
 // Router and experts have biases, each attention layer a sink logit per head; the 128-token
-// window is in every other layer (simulated as full attention, with a warning).
+// window is in every other layer.
 TEST(moeModels, GptOssMatchesItsModelCardTable) {
   struct Case {
     const char* file;
@@ -119,6 +124,63 @@ TEST(moeModels, GptOssMatchesItsModelCardTable) {
     EXPECT_EQ(r.m.sliding_window_layers * 2, r.m.num_layers) << g.file;
     EXPECT_FALSE(warned_on(r, "layer_types")) << all_warnings(r);
   }
+}
+
+// DBRX (transformers' configuration_dbrx.py / modeling_dbrx.py): its own size names and the
+// nested attn_config and ffn_config; 16 gated experts of 10752, top 4, in every layer; LayerNorms
+// with a gain only; no biases; untied head. Per layer from the config: Wqkv 6144 x (6144 + 2 x 8
+// x 128), out_proj 6144^2, router 6144 x 16, 16 x 3 x 6144 x 10752 experts, two norms of 6144.
+TEST(moeModels, DbrxReadsItsNestedConfigs) {
+  Read r = read_config("dbrx-base.json");
+  const std::int64_t h = 6144;
+  const std::int64_t layer = h * (h + 2 * 8 * 128) + h * h + h * 16 + 16 * 3 * h * 10752 + 2 * h;
+  EXPECT_EQ(count_params(r.m).total, 40 * layer + 2 * 100352 * h + h);
+  EXPECT_EQ(r.m.moe_layer_count(), 40);
+  EXPECT_EQ(r.m.mlp, MlpKind::Swiglu);
+  ASSERT_EQ(r.warnings.size(), 1u) << all_warnings(r);  // only the training length
+  EXPECT_TRUE(warned_on(r, "seq_length")) << all_warnings(r);
+
+  // The sub-configs as transformers before 4.40 wrote them (PretrainedConfigs, every generic
+  // attribute spelled out) read the same, silently; a field DBRX does not have is said.
+  nlohmann::json cfg = nlohmann::json::parse(
+      std::ifstream(std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/dbrx-base.json"));
+  cfg["attn_config"]["return_dict"] = true;
+  cfg["attn_config"]["id2label"] = {{"0", "LABEL_0"}};
+  cfg["ffn_config"]["temperature"] = 1.0;
+  cfg["ffn_config"]["moe_capacity"] = 2;
+  std::vector<InputWarning> w;
+  const ModelSpec m = model_from_hf_config(cfg, "model", &w);
+  EXPECT_EQ(count_params(m).total, 40 * layer + 2 * 100352 * h + h);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].key_path, "model.ffn_config.moe_capacity");
+
+  // Class defaults where a nested config is absent: one key/value head, 4 experts of 3584, top 1.
+  cfg.erase("attn_config");
+  cfg.erase("ffn_config");
+  const ModelSpec bare = model_from_hf_config(cfg, "model");
+  EXPECT_EQ(bare.num_kv_heads, 1);
+  EXPECT_EQ(bare.moe.num_experts, 4);
+  EXPECT_EQ(bare.moe.top_k, 1);
+  EXPECT_EQ(bare.moe.expert_ffn_hidden_size, 3584);
+  cfg["ffn_config"] = {{"ffn_act_fn", {{"name", "gelu"}}}};
+  EXPECT_EQ(model_from_hf_config(cfg, "model").mlp, MlpKind::Geglu);
+  auto error_key = [&](const nlohmann::json& c) {
+    try {
+      model_from_hf_config(c, "model");
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  cfg["ffn_config"] = {{"ffn_act_fn", {{"name", "tanh"}}}};
+  EXPECT_EQ(error_key(cfg), "model.ffn_config.ffn_act_fn.name");
+  cfg["ffn_config"] = {{"moe_num_experts", 4}, {"moe_top_k", 5}};
+  EXPECT_EQ(error_key(cfg), "model.ffn_config.moe_top_k");
+  cfg["ffn_config"] = 3;
+  EXPECT_EQ(error_key(cfg), "model.ffn_config");
+  cfg.erase("ffn_config");
+  cfg.erase("d_model");
+  EXPECT_EQ(error_key(cfg), "model.d_model");
 }
 
 // DeepSeek-V3: 3 dense layers then 58 MoE layers; MLA; the multi-token-prediction module is not
