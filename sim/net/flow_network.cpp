@@ -24,7 +24,9 @@ SimTime completion_date(SimTime t, double remaining, double rate) {
   // integer would land that many picoseconds early.)
   const double below = std::floor(x);
   const double ps = x - below <= x * kRoundSlack ? below : std::ceil(x);
-  if (!(ps < static_cast<double>(kNever - t))) return kNever;
+  // Past the clock is not stalled: kNever - 1 keeps the flow queued, so that the engine sees a
+  // completion beyond its limit and says the step is too long, rather than a deadlock.
+  if (!(ps < static_cast<double>(kNever - 1 - t))) return kNever - 1;
   return t + static_cast<SimTime>(ps);
 }
 

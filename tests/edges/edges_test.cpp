@@ -381,6 +381,25 @@ TEST(edgesHuge, DurationsPastInt64PicosecondsAreErrorsOrSaturate) {
       }
     }
   }
+  // A link so slow that one transfer alone passes the clock: on the flow network its flow is
+  // dated past the clock, not stalled (a stall would read as a deadlock, an internal error).
+  {
+    json slow_link = {{"model", "llama2-7b"},
+                      {"cluster", {{"preset", "dgx-h100"}, {"nodes", 2}, {"nic_bandwidth", "100bps"}}},
+                      {"zero", {{"stage", 3}}},
+                      {"sim", {{"network", "flow"}}}};
+    std::string message;
+    const std::string err = error_of([&] {
+      try {
+        simulate_step(resolve_scenario(slow_link));
+      } catch (const InputError& e) {
+        message = e.what();
+        throw;
+      }
+    });
+    EXPECT_EQ(err, "cluster") << message;
+    EXPECT_NE(message.find("too long"), std::string::npos) << message;
+  }
   // The CLI: one exit-2 line, no report written.
   Workdir w;
   json doc = tiny({{"preset", "dgx-h100"}, {"nodes", 1}, {"gpu", {{"peak_tflops_bf16", 1e-3}}}});
