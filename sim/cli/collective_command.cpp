@@ -21,6 +21,7 @@
 #include "sim/collective/nccl_tests.h"
 #include "sim/collective/nccl_validation.h"
 #include "sim/core/error.h"
+#include "sim/core/output_file.h"
 #include "sim/input/json_input.h"
 #include "sim/report/nccl_tests_table.h"
 
@@ -32,13 +33,7 @@ using namespace collective_detail;
 using nlohmann::json;
 
 void write_json(const json& j, const std::string& path) {
-  if (path == "-") {
-    std::cout << j.dump(2) << "\n";
-    return;
-  }
-  std::ofstream f(path);
-  if (!f) throw InputError("collective.json", "cannot write '" + path + "'");
-  f << j.dump(2) << "\n";
+  write_output_file(path, j.dump(2) + "\n", "--json");
 }
 
 int validate_against(const CollectiveArgs& a) {

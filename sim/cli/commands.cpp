@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/output_file.h"
 #include "sim/report/plan_export.h"
 #include "sim/input/json_input.h"
 #include "sim/report/calibrate_report.h"
@@ -25,47 +26,6 @@ namespace po = boost::program_options;
 using json = nlohmann::json;
 
 namespace {
-
-// Writes `text` to `path` ("-" = stdout) through a temporary file renamed into place, so a
-// failure never leaves a partial output file.
-class PendingOutput {
- public:
-  PendingOutput(std::string path) : path_(std::move(path)) {}
-  void write(const std::string& text) {
-    if (path_ == "-") {
-      std::cout << text;
-      return;
-    }
-    tmp_ = path_ + ".tmp." + std::to_string(::getpid());
-    std::ofstream out(tmp_, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp_);
-      throw InputError("--json/--trace", "cannot write '" + path_ + "'");
-    }
-  }
-  void commit() {
-    if (tmp_.empty()) return;
-    std::error_code ec;
-    std::filesystem::rename(tmp_, path_, ec);
-    if (ec) {
-      std::filesystem::remove(tmp_, ec);
-      throw InputError("--json/--trace", "cannot write '" + path_ + "'");
-    }
-    tmp_.clear();
-  }
-  ~PendingOutput() {
-    if (!tmp_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove(tmp_, ec);
-    }
-  }
-
- private:
-  std::string path_;
-  std::string tmp_;
-};
 
 // The scenario's command line: the input files and every shortcut flag of the binding table
 // (sim/scenario/keys.cpp), merged by scenario_document().
@@ -141,7 +101,7 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
   Scenario s = resolve_scenario(scenario_document_of(f, vm));
   if (memory_only) {
     StepReport rep = memory_report(s);
-    PendingOutput json_file(json_out.empty() ? "" : json_out);
+    OutputFile json_file(json_out, "--json");
     if (json_out != "-") std::cout << report_text(s, rep, false);
     if (!json_out.empty()) {
       json_file.write(report_json(s, rep, false).dump(2) + "\n");
@@ -154,7 +114,7 @@ int cmd_simulate(const std::vector<std::string>& args, bool memory_only) {
     throw InputError("--trace-ranks", "selects the ranks of a trace; give --trace FILE too");
   }
   Simulation sim = simulate_step(s);
-  PendingOutput json_file(json_out), trace_file(trace_out);
+  OutputFile json_file(json_out, "--json"), trace_file(trace_out, "--trace");
   if (!json_out.empty()) {
     json j = report_json(s, sim.report, true);
     if (!sim.network.is_null()) j["network"] = sim.network;
@@ -211,7 +171,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   Scenario s = resolve_scenario(doc);
   Simulation sim = simulate_step(s);
-  PendingOutput out(out_file);
+  OutputFile out(out_file, "--out");
   out.write(export_plan(s, sim, rank).dump(1) + "\n");
   out.commit();
   return 0;
@@ -266,7 +226,7 @@ int cmd_validate_published(const std::vector<std::string>& args) {
   json doc = select_cases(
       cases_file.empty() ? bundled_cases() : read_json_file(cases_file, "--cases"), selection);
   PublishedSummary summary = validate_published(doc, settings, jobs);
-  PendingOutput json_file(json_out), md_file(markdown_out);
+  OutputFile json_file(json_out, "--json"), md_file(markdown_out, "--markdown");
   if (!json_out.empty()) json_file.write(published_json(summary).dump(2) + "\n");
   if (!markdown_out.empty()) md_file.write(published_markdown(summary));
   json_file.commit();
@@ -307,7 +267,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   if (opt.jobs < 0) throw InputError("--jobs", "must be at least 1, got " + std::to_string(opt.jobs));
   opt.grid = parse_gemm_grid(grid);
   const CalibrateResult result = calibrate(opt);
-  PendingOutput json_file(json_out);
+  OutputFile json_file(json_out, "--json");
   if (!json_out.empty()) json_file.write(calibrate_json(result).dump(2) + "\n");
   json_file.commit();
   if (json_out != "-") std::cout << calibrate_text(result);

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "sim/core/error.h"
+#include "sim/core/output_file.h"
 #include "sim/explore/pool.h"
 #include "sim/explore/search.h"
 #include "sim/explore/sweep.h"
@@ -93,7 +94,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text = as_json ? explore::sweep_json(vary, result.rows).dump(2) + "\n"
                                    : explore::sweep_csv(vary, result.rows);
-  explore::write_file_atomic(out_file, text, "--out");
+  write_output_file(out_file, text, "--out");
   if (out_file != "-") {
     std::size_t failed = 0, oom = 0;
     for (const auto& r : result.rows) {
@@ -181,7 +182,7 @@ int cmd_search(const std::vector<std::string>& args) {
   o.progress = progress_mode(progress);
   const explore::SearchOutcome out = explore::run_search(o);
   if (!json_out.empty()) {
-    explore::write_file_atomic(json_out, explore::search_json(o, out).dump(2) + "\n", "--json");
+    write_output_file(json_out, explore::search_json(o, out).dump(2) + "\n", "--json");
   }
   if (json_out != "-") std::cout << explore::search_text(o, out);
   return 0;

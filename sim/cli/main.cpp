@@ -7,6 +7,7 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/collective_command.h"
 #include "sim/core/error.h"
+#include "sim/core/output_file.h"
 #include "sim/cli/explore_commands.h"
 
 namespace {
@@ -28,6 +29,21 @@ const char* kUsage =
     "\n"
     "Run `zerosim <command> --help` for its flags.\n";
 
+// The command's exit status; -1 for an unknown command.
+int run(const std::string& command, const std::vector<std::string>& args) {
+  if (command == "simulate") return zerosim::cli::cmd_simulate(args, false);
+  if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
+  if (command == "list") return zerosim::cli::cmd_list(args);
+  if (command == "plan") return zerosim::cli::cmd_plan(args);
+  if (command == "collective") return zerosim::cli::run_collective_command(args);
+  if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
+  if (command == "calibrate") return zerosim::cli::cmd_calibrate(args);
+  if (command == "bench") return zerosim::cli::cmd_bench(args);
+  if (command == "sweep") return zerosim::cli::cmd_sweep(args);
+  if (command == "search") return zerosim::cli::cmd_search(args);
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,16 +55,13 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   try {
-    if (command == "simulate") return zerosim::cli::cmd_simulate(args, false);
-    if (command == "memory") return zerosim::cli::cmd_simulate(args, true);
-    if (command == "list") return zerosim::cli::cmd_list(args);
-    if (command == "plan") return zerosim::cli::cmd_plan(args);
-    if (command == "collective") return zerosim::cli::run_collective_command(args);
-    if (command == "validate-published") return zerosim::cli::cmd_validate_published(args);
-    if (command == "calibrate") return zerosim::cli::cmd_calibrate(args);
-    if (command == "bench") return zerosim::cli::cmd_bench(args);
-    if (command == "sweep") return zerosim::cli::cmd_sweep(args);
-    if (command == "search") return zerosim::cli::cmd_search(args);
+    const int status = run(command, args);
+    // What went to standard output must have got there (a closed pipe, a full device).
+    if (!zerosim::flush_standard_output()) {
+      std::cerr << "zerosim: error: cannot write to standard output\n";
+      return 2;
+    }
+    if (status >= 0) return status;
     std::cerr << "zerosim: error: unknown command '" << command << "'"
               << zerosim::did_you_mean(command, {"simulate", "memory", "plan", "collective", "validate-published", "calibrate", "list", "bench", "sweep", "search"})
               << "; commands: simulate, memory, plan, collective, validate-published, calibrate, list, bench, sweep, search\n";

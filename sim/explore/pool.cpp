@@ -87,28 +87,4 @@ void Progress::finish() {
   write(last_done_, last_note_, true);
 }
 
-void write_file_atomic(const std::string& path, const std::string& text, const std::string& flag) {
-  if (path == "-") {
-    std::cout << text << std::flush;
-    return;
-  }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw InputError(flag, "cannot write '" + path + "'");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError(flag, "cannot write '" + path + "'");
-  }
-}
-
 }  // namespace zerosim::explore

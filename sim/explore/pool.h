@@ -47,8 +47,5 @@ class Progress {
   void write(std::size_t done, const std::string& note, bool final_line);
 };
 
-// Writes `text` to `path` ("-" = stdout) through a temporary file renamed into place, so a
-// failure never leaves a partial output file; InputError naming `flag` when it cannot.
-void write_file_atomic(const std::string& path, const std::string& text, const std::string& flag);
 
 }  // namespace zerosim::explore

@@ -182,6 +182,27 @@ TEST(cliBadInputCount, AtLeastTwentyDistinctCases) {
   EXPECT_GE(args.size(), 20u);
 }
 
+// A report that cannot be written is an error (exit 2, one line naming the flag), whether to a
+// file, a device or standard output, and a device given as the output stays a device.
+TEST(cliBadOutput, FailedWritesExitTwo) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  CliDir dir;
+  for (const char* args : {"simulate tiny.json --json /dev/full", "simulate tiny.json --trace /dev/full",
+                           "plan tiny.json --out /dev/full"}) {
+    RunResult r = dir.run(args);
+    EXPECT_EQ(r.status, 2) << args << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find("cannot write '/dev/full'"), std::string::npos) << args << ": " << r.err;
+  }
+  const int raw = std::system(("cd '" + dir.path().string() + "' && '" ZEROSIM_BIN
+                               "' list keys > /dev/full 2> .stderr")
+                                  .c_str());
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 2);
+  EXPECT_NE(slurp(dir.path() / ".stderr").find("cannot write to standard output"), std::string::npos);
+  fs::remove(dir.path() / ".stderr");
+  EXPECT_TRUE(fs::is_character_file("/dev/full"));
+  EXPECT_TRUE(dir.created().empty());
+}
+
 // ---- good runs -----------------------------------------------------------------------------
 
 TEST(cliOutput, SimulateWithoutArgumentsPrintsASummary) {
