@@ -401,7 +401,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   // Training length: the config's own seq_length when it has one (Megatron-style configs), else
   // left to the caller (settle_seq_length).
   if (const json* seq = c.get("seq_length")) m.seq_length = read_int(*seq, c.path("seq_length"));
-  c.report_unread(warnings, kCostFree);
+  c.report_unread(warnings, kCostFree, contains(kMoeTypes, type));
   return m;
 }
 

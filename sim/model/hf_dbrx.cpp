@@ -73,7 +73,7 @@ ModelSpec parse_dbrx(const json& cfg, const std::string& origin, FieldKeys& keys
   m.attention_dropout = 0.0;
   if (const json* v = attn.get("attn_pdrop"))
     m.attention_dropout = read_dropout_probability(*v, attn.path("attn_pdrop"));
-  attn.report_unread(warnings, nested_cost_free);
+  attn.report_unread(warnings, nested_cost_free, true);
 
   HfConfig ffn(nested("ffn_config"), c.path("ffn_config"), "dbrx");
   keys.ffn_hidden_size = "ffn_config.ffn_hidden_size";
@@ -102,7 +102,7 @@ ModelSpec parse_dbrx(const json& cfg, const std::string& origin, FieldKeys& keys
         warnings.push_back({key_join(path, it.key()),
                             "an argument of the activation: changes no cost, not read"});
   }
-  ffn.report_unread(warnings, nested_cost_free);
+  ffn.report_unread(warnings, nested_cost_free, true);
   if (e.top_k > e.num_experts)
     throw InputError(ffn.path("moe_top_k"), "must be at most moe_num_experts (" +
                                                 std::to_string(e.num_experts) + ")");
@@ -114,7 +114,7 @@ ModelSpec parse_dbrx(const json& cfg, const std::string& origin, FieldKeys& keys
   // emb_pdrop: the embedding's dropout, which the other families' readers take as cost-free.
   std::vector<std::string> top_cost_free = cost_free;
   top_cost_free.push_back("emb_pdrop");
-  c.report_unread(warnings, top_cost_free);
+  c.report_unread(warnings, top_cost_free, true);
   return m;
 }
 

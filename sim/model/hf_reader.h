@@ -84,11 +84,14 @@ class HfConfig {
   }
 
   // Fields nothing read and kCostFree does not list: reported, never dropped in silence.
-  // A Mixture-of-Experts field nothing read (in a dense model_type) is an error instead.
-  void report_unread(std::vector<InputWarning>& out, const std::vector<std::string>& cost_free) const {
+  // A Mixture-of-Experts field nothing read in a dense model_type is an error instead (a dense
+  // reading would miss the experts); in an MoE type it is one that family does not have, which
+  // transformers ignores: reported like any other.
+  void report_unread(std::vector<InputWarning>& out, const std::vector<std::string>& cost_free,
+                     bool moe_type = false) const {
     for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
       if (it->is_null() || read_.count(it.key()) || contains(cost_free, it.key())) continue;
-      if (is_moe_field(it.key()))
+      if (!moe_type && is_moe_field(it.key()))
         throw InputError(path(it.key()),
                          "a Mixture-of-Experts field, but model_type " + type_ +
                              " is a dense model in transformers; an MoE config needs its own "

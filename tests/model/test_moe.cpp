@@ -203,7 +203,6 @@ TEST(moeModels, DeepSeekV3LayersAndMla) {
   EXPECT_EQ(count_params(r.m).attention_block, mla + h);
 }
 
-// A dense model_type never reads an MoE config as a dense model: an expert field is an error.
 // DeepSeek-V3's MTP module: the tensors of model.layers.61 in deepseek-ai/DeepSeek-V3's
 // checkpoint, summed one by one from its config (h 7168, V 129280, 128 heads, q_lora_rank 1536,
 // kv_lora_rank 512, head widths 128 / 64 / 128, 256 routed experts and 1 shared of width 2048).
@@ -256,7 +255,21 @@ TEST(moeModels, MtpFlopsAreOneMoreLayerProjectionAndLogits) {
   }
 }
 
+// A dense model_type never reads an MoE config as a dense model: an expert field is an error.
+// In an MoE type, an expert field that family does not have (Qwen3-MoE has no shared expert) is
+// one transformers ignores: said, not refused.
 TEST(moeModels, AnExpertFieldInADenseConfigIsAnError) {
+  Read q = read_config("qwen3-30b-a3b.json");
+  const std::int64_t total = count_params(q.m).total;
+  nlohmann::json qwen = nlohmann::json::parse(
+      std::ifstream(std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/qwen3-30b-a3b.json"));
+  qwen["shared_expert_intermediate_size"] = 1024;
+  std::vector<InputWarning> w;
+  EXPECT_EQ(count_params(model_from_hf_config(qwen, "model", &w)).total, total);
+  bool said = false;
+  for (const InputWarning& x : w) said = said || x.key_path == "model.shared_expert_intermediate_size";
+  EXPECT_TRUE(said);
+
   nlohmann::json cfg = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 4096,
       "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
       "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
