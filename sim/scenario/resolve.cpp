@@ -694,6 +694,16 @@ void zero_rules(Scenario& s, const Given& given) {
                                                                 : "zero.offload_param.device",
                      "offload is simulated as DeepSpeed runs it; set parallel.framework=deepspeed");
   }
+  // DeepSpeed's stage 1/2 optimizer offloads to CPU memory for any device but none
+  // (runtime/zero/stage_1_and_2.py: cpu_offload); NVMe swapping is stage 3's (ZeRO-Infinity).
+  if (z.offload_optimizer == OffloadDevice::Nvme && (z.stage == 1 || z.stage == 2)) {
+    z.offload_optimizer = OffloadDevice::Cpu;
+    s.warnings.push_back({"zero.offload_optimizer.device",
+                          "nvme at ZeRO stage " + std::to_string(z.stage) +
+                              ": DeepSpeed's stage 1/2 optimizer keeps the offloaded states in "
+                              "CPU memory whatever the device (stage_1_and_2.py) and swaps "
+                              "nothing to NVMe; simulated as cpu"});
+  }
   for (auto [key, device] : {std::pair{"zero.offload_optimizer.device", z.offload_optimizer},
                              std::pair{"zero.offload_param.device", z.offload_param}}) {
     if (device == OffloadDevice::Nvme && s.cluster.host.nvme_bandwidth <= 0) {

@@ -277,6 +277,27 @@ TEST(scenarioDeepSpeedOffload, DeviceAndZeroPlusPlusKeysAreRead) {
             "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio");
 }
 
+// DeepSpeed's stage 1/2 optimizer offloads to CPU memory for any device but none
+// (runtime/zero/stage_1_and_2.py, cpu_offload); NVMe swapping is stage 3's (ZeRO-Infinity).
+TEST(scenarioDeepSpeedOffload, NvmeAtStagesOneAndTwoIsCpuOffload) {
+  const std::string device = "deepspeed(ds.json).zero_optimization.offload_optimizer.device";
+  auto offload_to_nvme = [](int stage) {
+    return with_deepspeed(doc_with(), {{"zero_optimization",
+                                        {{"stage", stage},
+                                         {"offload_optimizer", {{"device", "nvme"}}}}}});
+  };
+  for (int stage : {1, 2}) {
+    const Scenario s = offload_to_nvme(stage);
+    EXPECT_EQ(s.zero.offload_optimizer, OffloadDevice::Cpu) << stage;
+    bool said = false;
+    for (const auto& w : s.warnings) said = said || w.key_path == device;
+    EXPECT_TRUE(said) << stage;
+  }
+  const Scenario infinity = offload_to_nvme(3);
+  EXPECT_EQ(infinity.zero.offload_optimizer, OffloadDevice::Nvme);
+  for (const auto& w : infinity.warnings) EXPECT_NE(w.key_path, device) << w.message;
+}
+
 // DeepSpeed's config model fills a stage-3 field by its own name or by its stage3_ alias
 // (runtime/config_utils.py, populate by field name): both are read, and naming one twice is an
 // error on the user's key.
