@@ -485,6 +485,18 @@ void apply_deepspeed_config(ScenarioDocument& d, const json& ds, const std::stri
   if (fp16 == 1) set_from(d, *find_key("training.precision"), key_join(root, "fp16"), "fp16");
   if (bf16 == 1) set_from(d, *find_key("training.precision"), key_join(root, bf16_key), "bf16");
   if (fp16 == 1 || bf16 == 1) d.filled_from_scenario.erase("training.precision");
+  // Neither enabled nor left to the trainer ("auto"): DeepSpeed's engine keeps the model in fp32
+  // (runtime/engine.py: no fp16 / bf16 wrapper of the optimizer), which zerosim does not
+  // simulate. Apex AMP and autocast have their own warnings.
+  const bool left_to_trainer = d.filled_from_scenario.count("training.precision") > 0;
+  if (fp16 != 1 && bf16 != 1 && !left_to_trainer && !ds.contains("amp") &&
+      !ds.contains("torch_autocast")) {
+    d.warn(ds.contains("fp16") ? key_join(root, "fp16")
+           : ds.contains(bf16_key) ? key_join(root, bf16_key)
+                                   : root,
+           "neither fp16 nor bf16 is enabled, so DeepSpeed trains in fp32, which zerosim does not "
+           "simulate: the step is simulated in training.precision (default bf16)");
+  }
 
   if (auto it = ds.find("activation_checkpointing"); it != ds.end() && !it->is_null()) {
     read_activation_checkpointing(*it, key_join(root, "activation_checkpointing"), d);

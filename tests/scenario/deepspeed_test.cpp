@@ -232,6 +232,18 @@ TEST(scenarioDeepSpeedDefaults, Precision) {
     with_deepspeed(doc_with(), {{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}});
   });
   EXPECT_NE(key.find("fp16"), std::string::npos) << key;
+  // Neither enabled: DeepSpeed trains in fp32, which is said where the file is silent or says
+  // false; "auto" leaves it to the trainer, which is the scenario's precision.
+  auto fp32_warning_on = [](const json& ds) {
+    std::string where = "(none)";
+    for (const auto& w : with_deepspeed(doc_with(), ds).warnings)
+      if (w.message.find("trains in fp32") != std::string::npos) where = w.key_path;
+    return where;
+  };
+  EXPECT_EQ(fp32_warning_on({{"zero_optimization", {{"stage", 1}}}}), "deepspeed(ds.json)");
+  EXPECT_EQ(fp32_warning_on({{"fp16", {{"enabled", false}}}}), "deepspeed(ds.json).fp16");
+  EXPECT_EQ(fp32_warning_on({{"bf16", {{"enabled", "auto"}}}}), "(none)");
+  EXPECT_EQ(fp32_warning_on({{"bf16", {{"enabled", true}}}}), "(none)");
 }
 
 TEST(scenarioDeepSpeedDefaults, UnknownKeysNameTheirPath) {
