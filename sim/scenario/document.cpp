@@ -41,27 +41,62 @@ void apply_cluster_preset(json& doc, const std::string& preset) {
   c = fresh;
 }
 
-// --nodes and --num-gpus replace each other.
+// --nodes or --num-gpus replaces the document's size (either key); giving both is ambiguous.
 void apply_cluster_size(json& doc, const ScenarioInputs& in) {
-  if (const std::string* nodes = flag_value(in, "nodes")) {
+  const std::string* nodes = flag_value(in, "nodes");
+  const std::string* gpus = flag_value(in, "num-gpus");
+  if (nodes && gpus) {
+    throw InputError("--num-gpus", "give --nodes or --num-gpus, not both (--nodes " + *nodes +
+                                       ", --num-gpus " + *gpus + ")");
+  }
+  if (nodes) {
     if (doc["cluster"].is_object()) doc["cluster"].erase("num_gpus");
     apply_setting(doc, "cluster.nodes=" + *nodes);
   }
-  if (const std::string* gpus = flag_value(in, "num-gpus")) {
+  if (gpus) {
     if (doc["cluster"].is_object()) doc["cluster"].erase("nodes");
     apply_setting(doc, "cluster.num_gpus=" + *gpus);
   }
 }
 
-// Batch flags win over the document's batch keys: the accumulation steps (then the global batch)
-// that the flags did not give are dropped so that DeepSpeed's rule derives them anew.
-void drop_derived_batch_keys(json& doc, const ScenarioInputs& in) {
+// Where the user wrote a document key: its ds_config name when the config set it.
+std::string user_key(const ScenarioDocument& d, const std::string& key) {
+  const auto it = d.origin.find(key);
+  return it != d.origin.end() ? it->second : key;
+}
+
+// Batch flags change what they name, and the document's batch keys follow DeepSpeed's rule
+// (global = micro x accumulation x dp): the accumulation steps are derived anew when a global
+// batch is given (by --gbs or the document) and --gas is not, the global batch when --gas is
+// given and --gbs is not. A document key so dropped is said, on the user's name for it.
+void drop_derived_batch_keys(ScenarioDocument& d, const ScenarioInputs& in) {
   const bool mbs = flag_value(in, "mbs"), gbs = flag_value(in, "gbs"), gas = flag_value(in, "gas");
   if (!(mbs || gbs || gas)) return;
-  json& t = doc["training"];
+  json& t = d.doc["training"];
   if (!t.is_object()) return;
-  if (!gas) t.erase("gradient_accumulation_steps");
-  if (gas && !gbs) t.erase("global_batch_size");
+  auto drop = [&](const std::string& field, const std::string& from) {
+    if (!t.contains(field)) return;
+    d.warn(user_key(d, "training." + field),
+           "not used: " + from + " changes the batch, so it is derived anew (global batch = "
+           "micro-batch x accumulation steps x data-parallel ranks)");
+    t.erase(field);
+  };
+  if (!gas && (gbs || t.contains("global_batch_size")))
+    drop("gradient_accumulation_steps", gbs ? "--gbs" : "--mbs");
+  if (gas && !gbs) drop("global_batch_size", "--gas");
+}
+
+// A flag or --set that replaces a value the ds_config gave: said on the config's key.
+void apply_over_config(ScenarioDocument& d, const std::string& assignment, const std::string& by) {
+  const std::string key = assignment.substr(0, assignment.find('='));
+  const auto origin = d.origin.find(key);
+  const json* before = origin != d.origin.end() ? json_path_find(d.doc, key) : nullptr;
+  const json old = before ? *before : json();
+  apply_setting(d.doc, assignment);
+  if (!before) return;
+  const json* after = json_path_find(d.doc, key);
+  if (after && *after != old)
+    d.warn(origin->second, "not used: " + by + " sets " + key + " to " + after->dump());
 }
 
 // Flags whose merge is one of the rules above rather than a plain assignment.
@@ -153,16 +188,17 @@ ScenarioDocument scenario_document(const ScenarioInputs& in) {
   if (!in.calibration_file.empty()) {
     apply_calibration(d, read_json_file(in.calibration_file, "--calibration"), in.calibration_file);
   }
-  drop_derived_batch_keys(doc, in);
+  drop_derived_batch_keys(d, in);
   for (const BoundFlag& f : scenario_flags()) {
     if (has_merge_rule(f.flag->name)) continue;
+    const std::string by = "--" + f.flag->name;
     if (f.flag->is_switch) {
-      if (flag_value(in, f.flag->name)) apply_setting(doc, f.key + "=true");
+      if (flag_value(in, f.flag->name)) apply_over_config(d, f.key + "=true", by);
     } else if (const std::string* value = flag_value(in, f.flag->name)) {
-      apply_setting(doc, f.key + "=" + *value);
+      apply_over_config(d, f.key + "=" + *value, by);
     }
   }
-  for (const auto& s : in.sets) apply_setting(doc, s);
+  for (const auto& s : in.sets) apply_over_config(d, s, "--set");
   return d;
 }
 

@@ -2,6 +2,7 @@
 // resolved echo is a complete scenario: resolving it again gives the same scenario and echo.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
 
 #include "sim/core/error.h"
@@ -81,6 +82,74 @@ TEST(scenarioKeys, ShortcutFlagsSetTheirKeys) {
   for (const BoundFlag& f : scenario_flags()) {
     EXPECT_TRUE(find_key(f.key) || f.key.rfind("cluster.", 0) == 0) << f.flag->name;
   }
+}
+
+// A scratch JSON file for scenario_document, which reads its inputs from files.
+std::string scratch_file(const std::string& name, const json& content) {
+  const std::string path = ::testing::TempDir() + "/zerosim_keys_" + name;
+  std::ofstream(path) << content.dump();
+  return path;
+}
+
+std::string warning_on(const ScenarioDocument& d, const std::string& key_path) {
+  for (const InputWarning& w : d.warnings)
+    if (w.key_path == key_path) return w.message;
+  return "(none)";
+}
+
+// Batch flags change what they name: with the accumulation steps and no global batch in the
+// file, --mbs keeps the steps (the global batch follows); with a global batch, or --gbs, the
+// steps are derived anew and the file's are said to be dropped.
+TEST(scenarioKeys, BatchFlagsChangeWhatTheyNameAndSayWhatTheyDrop) {
+  ScenarioInputs in;
+  in.scenario_file = scratch_file(
+      "batch.json", {{"model", "llama2-7b"},
+                     {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}}},
+                     {"training", {{"micro_batch_size", 2}, {"gradient_accumulation_steps", 4}}}});
+  in.flags = {{"mbs", "1"}};
+  ScenarioDocument d = scenario_document(in);
+  Scenario s = resolve_scenario(d);
+  EXPECT_EQ(s.training.gradient_accumulation_steps, 4);
+  EXPECT_EQ(s.training.global_batch_size, 1 * 4 * 8);
+  EXPECT_EQ(warning_on(d, "training.gradient_accumulation_steps"), "(none)");
+  in.flags = {{"gbs", "32"}};
+  d = scenario_document(in);
+  s = resolve_scenario(d);
+  EXPECT_EQ(s.training.micro_batch_size, 2);
+  EXPECT_EQ(s.training.gradient_accumulation_steps, 32 / (2 * 8));
+  EXPECT_NE(warning_on(d, "training.gradient_accumulation_steps").find("--gbs"), std::string::npos);
+}
+
+TEST(scenarioKeys, NodesAndNumGpusAreOneOrTheOther) {
+  ScenarioInputs in;
+  in.flags = {{"model", "llama2-7b"}, {"nodes", "2"}, {"num-gpus", "3"}};
+  try {
+    scenario_document(in);
+    ADD_FAILURE() << "--nodes and --num-gpus together were accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "--num-gpus");
+  }
+  in.flags = {{"model", "llama2-7b"}, {"num-gpus", "3"}};
+  EXPECT_EQ(resolve_scenario(scenario_document(in)).cluster.num_gpus(), 3);
+}
+
+// A flag or --set that replaces a ds_config value is said on the config's key; one that leaves
+// it as it was says nothing.
+TEST(scenarioKeys, FlagsOverADeepSpeedConfigAreSaidOnItsKeys) {
+  ScenarioInputs in;
+  in.deepspeed_file = scratch_file(
+      "ds.json", {{"train_micro_batch_size_per_gpu", 2},
+                  {"bf16", {{"enabled", true}}},
+                  {"zero_optimization", {{"stage", 3}, {"reduce_bucket_size", 1000}}}});
+  in.flags = {{"model", "llama2-7b"}, {"zero", "2"}, {"precision", "bf16"}};
+  in.sets = {"zero.reduce_bucket_size=5000"};
+  const ScenarioDocument d = scenario_document(in);
+  const std::string ds = "deepspeed(" + in.deepspeed_file + ")";
+  EXPECT_NE(warning_on(d, ds + ".zero_optimization.stage").find("--zero"), std::string::npos);
+  EXPECT_NE(warning_on(d, ds + ".zero_optimization.reduce_bucket_size").find("--set"),
+            std::string::npos);
+  EXPECT_EQ(warning_on(d, ds + ".bf16"), "(none)");
+  EXPECT_EQ(resolve_scenario(d).zero.stage, 2);
 }
 
 // ---- training.seq_length: the run's sequence length, for any model ---------------------------
