@@ -92,7 +92,11 @@ int cmd_sweep(const std::vector<std::string>& args) {
       explore::run_sweep_distributed(base, vary, jobs, progress_mode(progress));
   if (result.rank != 0) return 0;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string text = as_json ? explore::sweep_json(vary, result.rows).dump(2) + "\n"
+  const std::vector<InputWarning> warnings = explore::sweep_warnings(base, vary);
+  // CSV has no place for them: standard error, as for JSON.
+  for (const InputWarning& w : warnings)
+    std::cerr << "zerosim: warning: " << w.key_path << ": " << w.message << "\n";
+  const std::string text = as_json ? explore::sweep_json(vary, result.rows, warnings).dump(2) + "\n"
                                    : explore::sweep_csv(vary, result.rows);
   write_output_file(out_file, text, "--out");
   if (out_file != "-") {

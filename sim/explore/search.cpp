@@ -199,6 +199,7 @@ class Search {
     r.config = cands_[i];
     r.report = simulate_step(s).report;
     r.bottleneck = find_bottleneck(s, r.report);
+    r.warnings = s.warnings;
     screen_[i].fits_gpu =
         r.report.device_peak <= hbm_ && r.report.fits_in_host_memory && r.report.fits_on_nvme;
     const bool ok = fits(r.report, out_.memory_limit);
@@ -355,6 +356,11 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
     std::snprintf(line, sizeof line, "%4zu  ", i + 1);
     s += line + out.ranked[i].bottleneck.text() + "\n";
   }
+  if (!out.ranked[0].warnings.empty()) {
+    s += "\nwarnings (inputs #1 takes otherwise than written; also in --json):\n";
+    for (const InputWarning& w : out.ranked[0].warnings)
+      s += "  " + w.key_path + ": " + w.message + "\n";
+  }
   if (out.ranked.size() < 2) return s;
   const StepReport& best = out.ranked[0].report;
   const StepReport& second = out.ranked[1].report;
@@ -412,6 +418,9 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
     json parts = json::object();
     for (const BreakdownPart& part : breakdown_parts(r.breakdown)) parts[part.name] = part.seconds;
     const Bottleneck& w = out.ranked[i].bottleneck;
+    json warnings = json::array();
+    for (const InputWarning& x : out.ranked[i].warnings)
+      warnings.push_back({{"key", x.key_path}, {"message", x.message}});
     j["top"].push_back({{"tp", c.tp},
                         {"pp", c.pp},
                         {"virtual_stages", c.virtual_stages},
@@ -434,7 +443,8 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
                           {"share", w.share},
                           {"summary", w.summary},
                           {"advice", w.advice},
-                          {"text", w.text()}}}});
+                          {"text", w.text()}}},
+                        {"warnings", warnings}});
   }
   if (out.ranked.size() >= 2) {
     json comps = json::array();

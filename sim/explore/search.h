@@ -94,6 +94,7 @@ struct SearchResult {
   Candidate config;
   StepReport report;
   Bottleneck bottleneck;
+  std::vector<InputWarning> warnings;  // what its scenario took otherwise than written
 };
 
 struct SearchOutcome {

@@ -1,10 +1,13 @@
 #include "sim/explore/sweep.h"
 
+#include <algorithm>
 #include <set>
 
 #include "sim/core/error.h"
 #include "sim/explore/pool.h"
+#include "sim/input/json_input.h"
 #include "sim/run/simulate.h"
+#include "sim/scenario/keys.h"
 #include "sim/scenario/scenario.h"
 
 namespace zerosim::explore {
@@ -87,11 +90,18 @@ std::vector<VariedKey> parse_vary(const std::vector<std::string>& flags) {
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
-    // The key must be one apply_setting accepts (values are checked per point).
+    // The key must be one apply_setting accepts, and each value one the key's reader takes on
+    // its own (its type and range: zero.stage=5 is bad input, not an infeasible point); what a
+    // value makes of the other keys is checked per point.
+    const KeySpec* spec = find_key(v.key);
     for (const auto& value : v.values) {
       json scratch = json::object();
       try {
         apply_setting(scratch, v.key + "=" + value);
+        if (spec && spec->read) {
+          Scenario alone;
+          spec->read(*json_path_find(scratch, v.key), alone);
+        }
       } catch (const InputError& e) {
         throw InputError("--vary", e.what());
       }
@@ -280,8 +290,24 @@ std::string sweep_csv(const std::vector<VariedKey>& vary, const std::vector<Swee
   return out;
 }
 
-json sweep_json(const std::vector<VariedKey>& vary, const std::vector<SweepRow>& rows) {
+std::vector<InputWarning> sweep_warnings(const json& base, const std::vector<VariedKey>& vary) {
+  const std::size_t tries = std::min<std::size_t>(point_count(vary), 16);
+  for (std::size_t i = 0; i < tries; ++i) {
+    try {
+      return resolve_scenario(point_document(base, vary, i)).warnings;
+    } catch (const InputError&) {
+      // an infeasible point: the next one
+    }
+  }
+  return {};
+}
+
+json sweep_json(const std::vector<VariedKey>& vary, const std::vector<SweepRow>& rows,
+                const std::vector<InputWarning>& warnings) {
   json j = {{"format", "zerosim-sweep/1"}, {"vary", json::array()}, {"rows", json::array()}};
+  j["warnings"] = json::array();
+  for (const InputWarning& w : warnings)
+    j["warnings"].push_back({{"key", w.key_path}, {"message", w.message}});
   for (const auto& v : vary) {
     json values = json::array();
     for (const auto& x : v.values) values.push_back(value_json(x));

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/core/error.h"
 #include "sim/explore/pool.h"
 
 namespace zerosim::explore {
@@ -72,9 +73,17 @@ std::vector<SweepRow> run_points(const nlohmann::json& base, const std::vector<V
 nlohmann::json rows_to_json(const std::vector<SweepRow>& rows);
 std::vector<SweepRow> rows_from_json(const nlohmann::json& j);
 
+// What the inputs say that zerosim takes otherwise than written, as the first point that
+// resolves reads them (of the first 16; none if none does): a Hugging Face config's defaulted
+// fields, a ds_config's unsimulated keys and the like hold at every point.
+std::vector<InputWarning> sweep_warnings(const nlohmann::json& base,
+                                         const std::vector<VariedKey>& vary);
+
 // The output file: CSV (RFC 4180 quoting, header row) or JSON ({"format": "zerosim-sweep/1",
-// "vary": [...], "rows": [...]}); numbers in the shortest form that round-trips.
+// "vary": [...], "rows": [...], "warnings": [{"key", "message"}]}); numbers in the shortest form
+// that round-trips.
 std::string sweep_csv(const std::vector<VariedKey>& vary, const std::vector<SweepRow>& rows);
-nlohmann::json sweep_json(const std::vector<VariedKey>& vary, const std::vector<SweepRow>& rows);
+nlohmann::json sweep_json(const std::vector<VariedKey>& vary, const std::vector<SweepRow>& rows,
+                          const std::vector<InputWarning>& warnings = {});
 
 }  // namespace zerosim::explore

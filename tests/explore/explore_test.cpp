@@ -174,7 +174,10 @@ TEST(Sweep, OverheadColumnsAreTheStepsBreakdown) {
 TEST(Sweep, BadVaryFlagsNameTheFlag) {
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{{"zero.stag=1,2"}, {"zero.stage"}, {"zero.stage=1,,2"},
-                                             {"zero.stage=1", "zero.stage=2"}, {"=1"}}) {
+                                             {"zero.stage=1", "zero.stage=2"}, {"=1"},
+                                             // a value outside the key's domain is bad input,
+                                             // not an infeasible point
+                                             {"zero.stage=1,5"}, {"model=llama2-7b,lama"}}) {
     try {
       parse_vary(flags);
       ADD_FAILURE() << flags[0] << " accepted";
@@ -188,6 +191,19 @@ TEST(Sweep, BadVaryFlagsNameTheFlag) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.key_path(), "--set");
   }
+}
+
+// The inputs' warnings (here a Hugging Face config's defaulted training length) reach the sweep's
+// JSON, as simulate's report has them.
+TEST(Sweep, InputWarningsAreInItsJson) {
+  const std::string config = std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/llama-2-7b.json";
+  const json base = sweep_base_document(kScenario, {"model=" + config});
+  const auto vary = parse_vary({"zero.stage=1,2"});
+  const std::vector<InputWarning> warnings = sweep_warnings(base, vary);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_EQ(warnings[0].key_path, "model(" + config + ").seq_length");
+  const json j = sweep_json(vary, {}, warnings);
+  EXPECT_EQ(j["warnings"][0]["key"], warnings[0].key_path);
 }
 
 TEST(Sweep, BatchKeysFollowDeepSpeedsRuleLikeTheFlags) {

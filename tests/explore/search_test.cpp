@@ -359,6 +359,22 @@ TEST(SearchHeadroom, PercentagesAndFractions) {
   }
 }
 
+// What the inputs take otherwise than written (a Hugging Face config's defaulted training
+// length) is in the search's text and in each ranked layout's JSON.
+TEST(Search, InputWarningsAreInItsTextAndJson) {
+  const std::string config = std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/llama-2-7b.json";
+  SearchOptions o = search_of(config.c_str(), "dgx-h100", 1, 32);
+  o.zero_stages = {1};
+  o.tp = 1;
+  o.top = 2;
+  const SearchOutcome out = run_search(o);
+  ASSERT_FALSE(out.ranked.empty());
+  const std::string key = "model(" + config + ").seq_length";
+  EXPECT_NE(search_text(o, out).find(key), std::string::npos);
+  const json j = search_json(o, out);
+  EXPECT_EQ(j["top"][0]["warnings"][0]["key"], key);
+}
+
 TEST(Bottleneck, InTheSearchsTextAndJson) {
   SearchOptions o = llama7b_one_node();
   o.zero_stages = {1};
