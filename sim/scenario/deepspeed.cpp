@@ -209,6 +209,27 @@ void set_from(ScenarioDocument& d, const KeySpec& k, const std::string& user_key
 // the training arguments). -1: not decided here.
 int precision_flag(const json& section, const std::string& path, ScenarioDocument& d) {
   expect_object(section, path);
+  // The other keys DeepSpeed reads there (runtime/constants.py, runtime/config.py): loss
+  // scaling, numerics that cost nothing zerosim counts, accepted silently; and two that change
+  // what the step keeps. DeepSpeed reads these keys by name and ignores any other.
+  static const std::vector<std::string> loss_scaling = {
+      "loss_scale", "auto_cast", "initial_scale_power", "loss_scale_window", "hysteresis",
+      "consecutive_hysteresis", "min_loss_scale"};
+  static const std::vector<NotSimulated> changes = {
+      {"fp16_master_weights_and_grads",
+       "fp16 master weights and gradients (with CPU offload): fp32 ones are simulated"},
+      {"immediate_grad_update",
+       "the bf16 optimizer's immediate gradient update: gradients are accumulated as usual"}};
+  for (auto e = section.begin(); e != section.end(); ++e) {
+    if (e.key() == "enabled" || e->is_null()) continue;
+    if (std::find(loss_scaling.begin(), loss_scaling.end(), e.key()) != loss_scaling.end())
+      continue;
+    if (const char* why = reason_for(changes, e.key())) {
+      if (!switched_off(e.key(), *e)) d.warn(key_join(path, e.key()), std::string("not simulated: ") + why);
+      continue;
+    }
+    d.warn(key_join(path, e.key()), "not a key DeepSpeed reads here (it ignores it): ignored");
+  }
   auto it = section.find("enabled");
   if (it == section.end()) return -1;
   if (is_auto(*it)) {

@@ -678,15 +678,34 @@ void zero_rules(Scenario& s, const Given& given) {
                           "no effect: DeepSpeed reads it only under sequence parallelism "
                           "(framework deepspeed with cp > 1)"});
   }
-  // DeepSpeed's own rules: optimizer offload needs a ZeRO stage (1, 2 or 3); parameter offload
-  // exists only in stage 3 (partitioned parameters).
+  // DeepSpeed's own rules: optimizer offload needs a ZeRO optimizer (stage 1, 2 or 3);
+  // parameter offload exists only in stage 3 (partitioned parameters). Below those stages
+  // DeepSpeed builds no optimizer or parameter partitioner that reads them, and runs the
+  // configuration without them (its hybrid-engine test config has stage 0 with offload_param):
+  // so does zerosim, saying so. The stage-3 settings likewise.
   if (z.offload_optimizer != OffloadDevice::None && z.stage == 0) {
-    throw InputError("zero.offload_optimizer.device",
-                     "optimizer offload needs zero.stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)");
+    z.offload_optimizer = OffloadDevice::None;
+    s.warnings.push_back({"zero.offload_optimizer.device",
+                          "no effect at zero.stage 0 (no ZeRO optimizer to offload): ignored, "
+                          "as DeepSpeed ignores it"});
   }
   if (z.offload_param != OffloadDevice::None && z.stage != 3) {
-    throw InputError("zero.offload_param.device",
-                     "parameter offload exists only with zero.stage 3 (ZeRO-Infinity)");
+    z.offload_param = OffloadDevice::None;
+    s.warnings.push_back({"zero.offload_param.device",
+                          "no effect at zero.stage " + std::to_string(z.stage) +
+                              ": parameters are partitioned, and so offloaded, only at stage 3 "
+                              "(ZeRO-Infinity); ignored, as DeepSpeed ignores it"});
+  }
+  if (z.stage != 3) {
+    // Said where they differ from DeepSpeed's defaults, which a scenario's echo spells out.
+    for (const char* key : {"zero.stage3_prefetch_bucket_size", "zero.stage3_max_live_parameters",
+                            "zero.stage3_max_reuse_distance",
+                            "zero.stage3_param_persistence_threshold"}) {
+      const KeySpec& k = *find_key(key);
+      if (given(key) && k.echo(s) != k.default_value)
+        s.warnings.push_back({key, "no effect at zero.stage " + std::to_string(z.stage) +
+                                       ": a stage-3 setting"});
+    }
   }
   if ((z.offload_optimizer != OffloadDevice::None || z.offload_param != OffloadDevice::None) &&
       p.framework != Framework::DeepSpeed) {

@@ -277,9 +277,25 @@ TEST(Offload, PartitionedCheckpointsAreGatheredOverTheTpGroup) {
   EXPECT_EQ(memory_report(s).host_memory_per_node, 8 * 2 * checkpoint / tp);
 }
 
+// Below the stages that read them, DeepSpeed ignores optimizer offload (stage 0) and parameter
+// offload (stages 0-2): so does zerosim, saying so on the key.
+TEST(Offload, OffloadBelowItsStageIsIgnoredAndSaid) {
+  auto warned = [](const Scenario& s, const std::string& key) {
+    for (const InputWarning& w : s.warnings)
+      if (w.key_path == key) return true;
+    return false;
+  };
+  const Scenario no_optimizer = resolve_scenario(offload_doc(8, 0, "cpu"));
+  EXPECT_EQ(no_optimizer.zero.offload_optimizer, OffloadDevice::None);
+  EXPECT_TRUE(warned(no_optimizer, "zero.offload_optimizer.device"));
+  const Scenario stage2 = resolve_scenario(offload_doc(8, 2, "cpu", "cpu"));
+  EXPECT_EQ(stage2.zero.offload_param, OffloadDevice::None);
+  EXPECT_EQ(stage2.zero.offload_optimizer, OffloadDevice::Cpu);
+  EXPECT_TRUE(warned(stage2, "zero.offload_param.device"));
+  EXPECT_FALSE(warned(resolve_scenario(offload_doc(8, 3, "cpu", "cpu")), "zero.offload_param.device"));
+}
+
 TEST(Offload, InvalidCombinationsNameTheKey) {
-  EXPECT_EQ(input_error_key(offload_doc(8, 0, "cpu")), "zero.offload_optimizer.device");
-  EXPECT_EQ(input_error_key(offload_doc(8, 2, "cpu", "cpu")), "zero.offload_param.device");
   EXPECT_EQ(input_error_key(offload_doc(8, 2, "none", "none", true)),
             "zero.offload_optimizer.delayed_param_update");
   json no_nvme = offload_doc(8, 3, "nvme");

@@ -4,6 +4,8 @@
 // trainer_config_finalize) and zero_optimization defaults (deepspeed/runtime/zero/config.py).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <cstdlib>
 #include <string>
 
@@ -287,6 +289,26 @@ TEST(scenarioDeepSpeedOffload, DeviceAndZeroPlusPlusKeysAreRead) {
                                                                    {"ratio", 0.3}}}}}});
             }),
             "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio");
+}
+
+// The keys DeepSpeed reads beside "enabled": loss scaling costs nothing zerosim counts (silent);
+// fp16 master weights and bf16's immediate update change what the step keeps (said); a key
+// DeepSpeed does not read is ignored by it (said). Stage-3 settings at stage 2 are said too.
+TEST(scenarioDeepSpeedDefaults, PrecisionKeysAndStageThreeSettingsElsewhereAreSaid) {
+  const Scenario s = with_deepspeed(
+      doc_with(), {{"fp16",
+                    {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16},
+                     {"fp16_master_weights_and_grads", true}, {"loss_scael", 0}}},
+                   {"zero_optimization",
+                    {{"stage", 2}, {"stage3_max_live_parameters", 1}}}});
+  std::set<std::string> keys;
+  for (const auto& w : s.warnings) keys.insert(w.key_path);
+  const std::string ds = "deepspeed(ds.json).";
+  EXPECT_TRUE(keys.count(ds + "fp16.fp16_master_weights_and_grads"));
+  EXPECT_TRUE(keys.count(ds + "fp16.loss_scael"));
+  EXPECT_FALSE(keys.count(ds + "fp16.loss_scale"));
+  EXPECT_FALSE(keys.count(ds + "fp16.initial_scale_power"));
+  EXPECT_TRUE(keys.count(ds + "zero_optimization.stage3_max_live_parameters"));
 }
 
 // DeepSpeed's stage 1/2 optimizer offloads to CPU memory for any device but none
