@@ -176,6 +176,13 @@ ScenarioDocument scenario_document(const ScenarioInputs& in) {
     doc = default_scenario_document();
   } else {
     doc = json{{"cluster", default_of("cluster")}};  // flags edit its fields
+    bool named = cluster != nullptr;
+    for (const auto& s : in.sets)
+      named = named || s.rfind("cluster=", 0) == 0 || s.rfind("cluster.preset=", 0) == 0;
+    if (!named)
+      d.warn("cluster.preset", "not given: the default " +
+                                   doc["cluster"]["preset"].get<std::string>() +
+                                   " is simulated (--cluster names the cluster)");
   }
   if (!doc.is_object()) throw InputError("scenario", "a scenario must be a JSON object");
   if (!in.deepspeed_file.empty()) {

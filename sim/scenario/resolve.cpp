@@ -1012,6 +1012,15 @@ Scenario resolve_scenario(const ScenarioDocument& input) {
     return v && !v->is_null();
   };
   Scenario s;
+  // The workload is the user's to name: its defaults are said.
+  if (!given("model"))
+    s.warnings.push_back({"model", "not given: the default " +
+                                       find_key("model")->default_value.get<std::string>() +
+                                       " is simulated (--model names the model)"});
+  if (!given("cluster"))
+    s.warnings.push_back({"cluster", "not given: the default " +
+                                         find_key("cluster")->default_value.dump() +
+                                         " is simulated (--cluster and --nodes name it)"});
   try {
     for (const KeySpec& k : scenario_keys()) {
       const json* v = json_path_find(doc, k.path);

@@ -165,6 +165,20 @@ bool warns_on(const Scenario& s, const std::string& key_path) {
   return false;
 }
 
+// The workload is the user's to name: a model or a cluster taken from the defaults is said.
+TEST(scenarioKeys, DefaultModelAndClusterAreSaid) {
+  ScenarioInputs in;
+  in.deepspeed_file = scratch_file("ds_only.json", {{"train_micro_batch_size_per_gpu", 1}});
+  const Scenario s = resolve_scenario(scenario_document(in));
+  EXPECT_TRUE(warns_on(s, "model"));
+  EXPECT_TRUE(warns_on(s, "cluster.preset"));
+  in.flags = {{"model", "llama2-7b"}, {"cluster", "dgx-h100"}};
+  const Scenario named = resolve_scenario(scenario_document(in));
+  EXPECT_FALSE(warns_on(named, "model"));
+  EXPECT_FALSE(warns_on(named, "cluster.preset"));
+  EXPECT_TRUE(warns_on(resolve_scenario(json{{"model", "llama2-7b"}}), "cluster"));
+}
+
 TEST(scenarioSeqLength, OverridesAPresetsLengthAndIsEchoed) {
   const json doc = {{"model", "llama2-7b"}, {"training", {{"seq_length", 2048}}}};
   const Scenario s = resolve_scenario(doc);
@@ -198,7 +212,7 @@ TEST(scenarioSeqLength, FlagAndSetReachAnHfModel) {
   EXPECT_EQ(resolve_scenario(scenario_document(in)).model.seq_length, 8192);
 
   // --set model.seq_length on a config path: the path becomes the object's hf_config base.
-  in.flags = {{"model", path}};
+  in.flags = {{"model", path}, {"cluster", "dgx-h100"}};
   in.sets = {"model.seq_length=2048"};
   const ScenarioDocument d = scenario_document(in);
   EXPECT_EQ(d.doc["model"], (json{{"hf_config", path}, {"seq_length", 2048}}));
