@@ -163,7 +163,9 @@ int cmd_plan(const std::vector<std::string>& args) {
     return 0;
   }
   if (out_file.empty()) throw InputError("--out", "required: the file to write (- = stdout)");
-  if (rank < -1) throw InputError("--rank", "must be 0 or more");
+  if (vm.count("rank") && rank < 0)
+    throw InputError("--rank", "must be 0 or more, got " + std::to_string(rank) +
+                                   " (leave --rank out for every rank)");
   ScenarioDocument doc = scenario_document_of(f, vm);
   // validate/ replays every rank on hardware, so the plan is unfolded unless asked otherwise.
   if (!json_path_find(doc.doc, "sim.ranks")) {

@@ -17,6 +17,7 @@
 // coefficients, top-k renormalisation) change no parameter and no GEMM: they are in
 // hf_config.cpp's cost-free list. DeepSeek's group-limited routing (n_group, topk_group) is read:
 // it decides how many nodes a token's experts span, which the flex dispatcher's traffic follows.
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,11 +69,38 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
       e = MoeSpec{};
       return;
     }
-    if (const json* dense = c.get("mlp_only_layers");
-        dense && !(dense->is_array() && dense->empty()))
-      throw InputError(c.path("mlp_only_layers"),
-                       "dense layers listed one by one are not simulated (zerosim places MoE "
-                       "layers every decoder_sparse_step layers); allowed: []");
+    // mlp_only_layers: layers that keep the dense MLP although (i + 1) % every == 0. zerosim's
+    // MoE layers start at first_k_dense and repeat every layer_freq, so the n such layers are
+    // taken as the first n MoE positions: exact for a prefix of the layers (the lists published
+    // configs carry), the same counts placed first otherwise (said).
+    if (const json* dense = c.get("mlp_only_layers")) {
+      const std::string path = c.path("mlp_only_layers");
+      if (!dense->is_array()) throw InputError(path, "must be a list of layer indices");
+      std::set<std::int64_t> listed;
+      for (std::size_t i = 0; i < dense->size(); ++i) {
+        const std::int64_t layer = read_int((*dense)[i], key_join(path, std::to_string(i)), 0);
+        if (layer >= m.num_layers)
+          throw InputError(key_join(path, std::to_string(i)),
+                           "must be a layer index below num_hidden_layers (" +
+                               std::to_string(m.num_layers) + "), got " + std::to_string(layer));
+        listed.insert(layer);
+      }
+      std::int64_t moved = 0;  // MoE positions the list turns dense
+      for (std::int64_t layer : listed) moved += (layer + 1) % every == 0 ? 1 : 0;
+      const std::int64_t moe_positions = m.num_layers / every;
+      if (moved >= moe_positions)
+        throw InputError(path, "leaves no MoE layer: every one of the " +
+                                   std::to_string(moe_positions) + " is listed");
+      e.first_k_dense = (moved + 1) * every - 1;
+      bool prefix = true;
+      for (std::int64_t i = 0; i < moved; ++i)
+        prefix = prefix && listed.count((i + 1) * every - 1) > 0;
+      if (!prefix)
+        c.warn(warnings, "mlp_only_layers",
+               "the " + std::to_string(moved) + " listed MoE positions are simulated as the "
+               "first ones (zerosim places the MoE layers from first_k_dense on): the counts "
+               "are exact, which pipeline stage holds them is not");
+    }
     return;
   }
   // deepseek_v2, deepseek_v3. Class defaults: DeepseekV2Config 64 routed and 2 shared experts,

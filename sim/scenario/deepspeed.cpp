@@ -258,11 +258,16 @@ void read_offload(const json& section, const std::string& path, ScenarioDocument
                                        "runs at the cluster's NVMe bandwidth");
     }
   }
+  // ZeRO-Offload++ (ratio < 1): DeepSpeed steps that share of the partition on the CPU and the
+  // rest on the GPU. Not simulated: the whole partition is offloaded, said.
   auto ratio = section.find("ratio");
-  if (ratio != section.end() && !(ratio->is_number() && ratio->get<double>() == 1.0)) {
-    throw InputError(key_join(path, "ratio"),
-                     "partial optimizer offload (ZeRO-Offload++ ratio < 1) is not simulated; "
-                     "allowed: 1.0");
+  if (ratio != section.end() && !ratio->is_null()) {
+    if (!ratio->is_number() || !(ratio->get<double>() >= 0.0 && ratio->get<double>() <= 1.0))
+      throw InputError(key_join(path, "ratio"), "must be a number from 0 to 1, got " + ratio->dump());
+    if (ratio->get<double>() != 1.0)
+      d.warn(key_join(path, "ratio"),
+             "partial optimizer offload (ZeRO-Offload++) is not simulated: the whole partition "
+             "is offloaded, as with ratio 1");
   }
   auto dev = section.find("device");
   if (dev == section.end()) return;

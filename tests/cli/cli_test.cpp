@@ -105,6 +105,7 @@ struct BadInput {
 
 const BadInput kBadInputs[] = {
     {"malformed_scenario_json", "simulate bad.json", "scenario", "not valid JSON"},
+    {"plan_negative_rank", "plan tiny.json --rank=-1 --out plan.json", "--rank", "leave --rank out"},
     {"unknown_top_level_key", "simulate unknown_top.json", "modle", "did you mean 'model'"},
     {"unknown_nested_key", "simulate unknown_nested.json", "zero.stag", "did you mean 'stage'"},
     {"wrong_type", "simulate wrong_type.json", "zero.stage"},

@@ -203,6 +203,40 @@ TEST(moeModels, DeepSeekV3LayersAndMla) {
   EXPECT_EQ(count_params(r.m).attention_block, mla + h);
 }
 
+// Qwen-MoE's mlp_only_layers keep the dense MLP in the listed layers (Qwen3MoeDecoderLayer):
+// a prefix is zerosim's first_k_dense exactly; other lists keep their counts, said.
+TEST(moeModels, QwenMlpOnlyLayers) {
+  nlohmann::json cfg = nlohmann::json::parse(
+      std::ifstream(std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/qwen3-30b-a3b.json"));
+  ASSERT_EQ(cfg["num_hidden_layers"], 48);
+  cfg["mlp_only_layers"] = {0, 1, 2};
+  std::vector<InputWarning> w;
+  ModelSpec m = model_from_hf_config(cfg, "model", &w);
+  EXPECT_EQ(m.moe_layer_count(), 45);
+  EXPECT_FALSE(m.is_moe_layer(2));
+  EXPECT_TRUE(m.is_moe_layer(3));
+  for (const InputWarning& x : w) EXPECT_EQ(x.key_path.find("mlp_only_layers"), std::string::npos);
+  cfg["mlp_only_layers"] = {0, 7};
+  w.clear();
+  m = model_from_hf_config(cfg, "model", &w);
+  EXPECT_EQ(m.moe_layer_count(), 46);
+  bool said = false;
+  for (const InputWarning& x : w) said = said || x.key_path == "model.mlp_only_layers";
+  EXPECT_TRUE(said);
+  auto error_key = [&](const nlohmann::json& layers) {
+    nlohmann::json c = cfg;
+    c["mlp_only_layers"] = layers;
+    try {
+      model_from_hf_config(c, "model");
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(error_key({48}), "model.mlp_only_layers.0");
+  EXPECT_EQ(error_key(3), "model.mlp_only_layers");
+}
+
 // DeepSeek-V3's MTP module: the tensors of model.layers.61 in deepseek-ai/DeepSeek-V3's
 // checkpoint, summed one by one from its config (h 7168, V 129280, 128 heads, q_lora_rank 1536,
 // kv_lora_rank 512, head widths 128 / 64 / 128, 256 routed experts and 1 shared of width 2048).

@@ -282,11 +282,19 @@ TEST(scenarioDeepSpeedOffload, DeviceAndZeroPlusPlusKeysAreRead) {
                                                                    {"pin_memroy", true}}}}}});
             }),
             "deepspeed(ds.json).zero_optimization.offload_optimizer.pin_memroy");
+  // ZeRO-Offload++'s partial offload is accepted and said; a ratio outside [0, 1] is an error.
+  const Scenario partial = with_deepspeed(
+      doc_with(), {{"zero_optimization",
+                    {{"stage", 2}, {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.3}}}}}});
+  bool said = false;
+  for (const auto& w : partial.warnings)
+    said = said || w.key_path == "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio";
+  EXPECT_TRUE(said);
   EXPECT_EQ(error_key([] {
               with_deepspeed(doc_with(), {{"zero_optimization",
                                            {{"stage", 2},
                                             {"offload_optimizer", {{"device", "cpu"},
-                                                                   {"ratio", 0.3}}}}}});
+                                                                   {"ratio", 1.5}}}}}});
             }),
             "deepspeed(ds.json).zero_optimization.offload_optimizer.ratio");
 }
