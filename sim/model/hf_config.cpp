@@ -41,6 +41,7 @@ namespace {
 // its own names and nested configs, read whole by hf_dbrx.cpp.
 const std::vector<std::string> kHfTypes = {
     "llama", "mistral",   "qwen2",     "qwen3",       "phi3",        "gemma",   "gemma2",
+    "gemma3_text",
     "gpt2",  "gpt_neox",  "bloom",     "falcon",      "phi",         "mixtral", "qwen2_moe",
     "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx"};
 const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3_moe",
@@ -69,7 +70,7 @@ const std::vector<std::string> kCostFree = {
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
     "task_specific_params", "n_ctx", "attn_logit_softcapping", "final_logit_softcapping",
-    "query_pre_attn_scalar", "cache_implementation",
+    "query_pre_attn_scalar", "cache_implementation", "rope_local_base_freq",
     // Mixture-of-Experts routing numerics and losses: scores (softmax or sigmoid), group-limited
     // top-k (which hf_moe.cpp reads for DeepSeek), scaling, renormalisation, jitter, auxiliary
     // losses; gpt-oss's SwiGLU clamp; the expert parallelism DeepSeek's inference code was configured with (ep_size: the run's
@@ -108,7 +109,9 @@ MlpKind read_activation(HfConfig& c, HfFamily family) {
     act = c.get_any({"hidden_activation", "hidden_act"}, key);
   }
   const bool gated = family == HfFamily::LlamaLike;
-  if (!act) return gated ? MlpKind::Swiglu : MlpKind::Gelu;  // class defaults: silu, gelu
+  // Class defaults: silu (Llama-like), gelu_pytorch_tanh (the Gemma classes), gelu (the others).
+  if (!act) return gated ? (c.type().rfind("gemma", 0) == 0 ? MlpKind::Geglu : MlpKind::Swiglu)
+                         : MlpKind::Gelu;
   const std::string a = read_string(*act, c.path(key));
   const std::vector<std::string> silu = {"silu", "swish", "swiglu"};
   const std::vector<std::string> gelu = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh",
@@ -135,7 +138,8 @@ void read_sliding_window(HfConfig& c, ModelSpec& m) {
   const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe";
   const bool everywhere = type == "mistral" || type == "phi3" || type == "mixtral";
   const bool alternating = type == "gemma2" || type == "gpt_oss";  // even layers, by default
-  if (!qwen && !everywhere && !alternating) return;
+  const bool gemma3 = type == "gemma3_text";  // all but every sliding_window_pattern-th layer
+  if (!qwen && !everywhere && !alternating && !gemma3) return;
   std::int64_t window = 0;
   std::int64_t windowed = 0;  // layers with the window
   if (qwen) {
@@ -150,11 +154,15 @@ void read_sliding_window(HfConfig& c, ModelSpec& m) {
   } else {
     const json* w = c.get("sliding_window");
     if (w) window = read_int(*w, c.path("sliding_window"));
-    else if (type == "gemma2") window = 4096;  // Gemma2Config's default
+    else if (type == "gemma2" || gemma3) window = 4096;  // Gemma2Config's, Gemma3TextConfig's
     else if (type == "gpt_oss") window = 128;  // GptOssConfig's default
-    // Gemma 2, gpt-oss: layers 0, 2, 4, ... (written so that no sum can overflow before
-    // validation).
-    if (window > 0) windowed = alternating ? m.num_layers / 2 + m.num_layers % 2 : m.num_layers;
+    // Gemma 2, gpt-oss: layers 0, 2, 4, ...; Gemma 3: layer i unless (i + 1) % pattern == 0
+    // (Gemma3TextConfig builds layer_types so, sliding_window_pattern 6 by default). Written
+    // so that no sum can overflow before validation.
+    if (window > 0) {
+      windowed = alternating ? m.num_layers / 2 + m.num_layers % 2 : m.num_layers;
+      if (gemma3) windowed = m.num_layers - m.num_layers / c.int_or("sliding_window_pattern", 6);
+    }
   }
   if (const json* types = c.get("layer_types"); types && window > 0) {
     if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.num_layers)
@@ -242,7 +250,8 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
     case HfFamily::LlamaLike:
       if (type == "qwen2") qkv_only = true;  // Qwen2Attention: q/k/v biases, o_proj none
       if (type == "qwen2_moe") qkv_only = c.bool_or("qkv_bias", true);
-      if (type == "llama" || type == "gemma" || type == "gemma2" || type == "qwen3" ||
+      if (type == "llama" || type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
+          type == "qwen3" ||
           type == "qwen3_moe" || type == "deepseek_v2" || type == "deepseek_v3")
         attention_bias = c.bool_or("attention_bias", false);
       // GptOssConfig: attention biases (transformers 4.57 forces them on); its experts have
@@ -287,7 +296,8 @@ void read_block_layout(HfConfig& c, HfFamily family, bool falcon_new, ModelSpec&
       c.warn(warnings, "qk_layernorm",
              "Phi's q/k LayerNorms (4 x head_dim parameters per layer) are not counted");
   }
-  if (type == "gemma2") m.layer_norms = 4;  // pre and post norms around attention and MLP
+  // Pre and post norms around attention and MLP.
+  if (type == "gemma2" || type == "gemma3_text") m.layer_norms = 4;
   if (!parallel_key.empty())
     c.warn(warnings, parallel_key,
            "parallel attention and MLP: parameters and FLOPs as written; activation memory is "
@@ -338,12 +348,13 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   // head_dim: Llama-like models may decouple it from hidden / heads (Gemma: 256, its default).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3";
   if (family == HfFamily::LlamaLike && !mla) {
-    const bool gemma = type == "gemma" || type == "gemma2";
+    const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
     m.attention_head_dim = c.int_or("head_dim", gemma ? 256 : type == "gpt_oss" ? 64 : 0);
     normalize_head_dim(m);
   }
   if (mla) read_hf_mla(c, m);
-  m.qk_norm = type == "qwen3" || type == "qwen3_moe";  // Qwen3Attention's q_norm and k_norm
+  // q_norm and k_norm over each head (Qwen3Attention, Gemma3Attention).
+  m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text";
   m.attention_sinks = type == "gpt_oss";               // GptOssAttention's sinks
   read_dropout(c, family, m);
 
@@ -379,7 +390,8 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
                      "cross-attention (an encoder-decoder GPT-2) is not simulated; allowed: false");
 
   const bool tie_default = family == HfFamily::Gpt2 || family == HfFamily::Bloom ||
-                           family == HfFamily::Falcon || type == "gemma" || type == "gemma2";
+                           family == HfFamily::Falcon || type == "gemma" || type == "gemma2" ||
+                           type == "gemma3_text";
   m.tied_embeddings = c.bool_or("tie_word_embeddings", tie_default);
 
   // Positions: n_positions (GPT-2) or max_position_embeddings; BLOOM (ALiBi) has neither and

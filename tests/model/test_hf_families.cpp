@@ -155,6 +155,25 @@ TEST(hfFamilies, Gemma7bAnd2b) {
   EXPECT_EQ(read_config("gemma-7b.json").m.q_width(), 4096);
 }
 
+// google/gemma-3-1b-pt (model_type gemma3_text): the Gemma 3 report (Gemma Team 2025,
+// arXiv:2503.19786, Table 1) gives 302M embedding and 698M non-embedding parameters. Gemma 3
+// adds q/k norms over each head to Gemma 2's four norms per block, and attends within a window
+// of 512 in all but every sixth layer (sliding_window_pattern 6: 22 of 26).
+TEST(hfFamilies, Gemma3_1b) {
+  const Read r = read_config("gemma-3-1b-pt.json");
+  const ParamCounts c = count_params(r.m);
+  EXPECT_NEAR(static_cast<double>(c.embedding) / 1e6, 302, 0.5);
+  EXPECT_NEAR(static_cast<double>(c.total - c.embedding - c.output) / 1e6, 698, 0.5);
+  EXPECT_EQ(c.output, 0);  // tied
+  EXPECT_TRUE(r.m.qk_norm);
+  EXPECT_EQ(r.m.layer_norms, 4);
+  EXPECT_EQ(r.m.mlp, MlpKind::Geglu);
+  EXPECT_EQ(r.m.sliding_window, 512);
+  EXPECT_EQ(r.m.sliding_window_layers, 22);
+  expect_only_seq_length_warning(r);
+  expect_echo_reads_back(r);
+}
+
 // microsoft/phi-2: 2,779,683,840 parameters (safetensors metadata, "2.78B"; the release post
 // says 2.7 billion). Biases on every linear and on lm_head, one LayerNorm per block feeding
 // attention and MLP in parallel, rotary on 40 % of each head.
