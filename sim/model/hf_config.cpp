@@ -36,16 +36,17 @@ namespace {
 // falcon: LayerNorm, rotary or ALiBi, MQA/GQA, parallel block, tied. phi (Phi-2): LayerNorm,
 // partial rotary, biases (also on lm_head), parallel block with one norm, untied.
 // Llama-like too, with their own fields: qwen3 (q/k norms, head_dim); the Mixture-of-Experts
-// types mixtral, qwen2_moe, qwen3_moe, gpt_oss (biases, attention sinks) and deepseek_v2,
+// types mixtral, qwen2_moe, qwen3_moe, gpt_oss (biases, attention sinks), phimoe (LayerNorms,
+// attention and lm_head biases) and deepseek_v2,
 // deepseek_v3 (multi-head latent attention), whose sparse blocks hf_moe.cpp reads; dbrx, with
 // its own names and nested configs, read whole by hf_dbrx.cpp.
 const std::vector<std::string> kHfTypes = {
     "llama", "mistral",   "qwen2",     "qwen3",       "phi3",        "gemma",   "gemma2",
     "gemma3_text",
     "gpt2",  "gpt_neox",  "bloom",     "falcon",      "phi",         "mixtral", "qwen2_moe",
-    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx"};
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx", "phimoe"};
 const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3_moe",
-                                            "deepseek_v2", "deepseek_v3", "gpt_oss"};
+                                            "deepseek_v2", "deepseek_v3", "gpt_oss", "phimoe"};
 
 // Fields that change neither parameters, FLOPs nor bytes moved, accepted without a word, each with
 // why: labels and token ids; numerics (norm epsilons, initialisation, rope frequencies and
@@ -70,7 +71,7 @@ const std::vector<std::string> kCostFree = {
     "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "summary_type",
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
     "task_specific_params", "n_ctx", "attn_logit_softcapping", "final_logit_softcapping",
-    "query_pre_attn_scalar", "cache_implementation", "rope_local_base_freq",
+    "query_pre_attn_scalar", "cache_implementation", "rope_local_base_freq", "input_jitter_noise",
     // Mixture-of-Experts routing numerics and losses: scores (softmax or sigmoid), group-limited
     // top-k (which hf_moe.cpp reads for DeepSeek), scaling, renormalisation, jitter, auxiliary
     // losses; gpt-oss's SwiGLU clamp; the expert parallelism DeepSeek's inference code was configured with (ep_size: the run's
@@ -136,7 +137,8 @@ MlpKind read_activation(HfConfig& c, HfFamily family) {
 void read_sliding_window(HfConfig& c, ModelSpec& m) {
   const std::string& type = c.type();
   const bool qwen = type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe";
-  const bool everywhere = type == "mistral" || type == "phi3" || type == "mixtral";
+  const bool everywhere =
+      type == "mistral" || type == "phi3" || type == "mixtral" || type == "phimoe";
   const bool alternating = type == "gemma2" || type == "gpt_oss";  // even layers, by default
   const bool gemma3 = type == "gemma3_text";  // all but every sliding_window_pattern-th layer
   if (!qwen && !everywhere && !alternating && !gemma3) return;
@@ -260,6 +262,9 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
         attention_bias = c.bool_or("attention_bias", true);
         mlp_bias = true;
       }
+      // PhimoeConfig: attention_bias (false by default) on q, k, v and o; its experts and
+      // router have none.
+      if (type == "phimoe") attention_bias = c.bool_or("attention_bias", false);
       if (type == "llama" || type == "deepseek_v2" || type == "deepseek_v3")
         mlp_bias = c.bool_or("mlp_bias", false);
       break;
@@ -267,7 +272,8 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
   m.qkv_bias = attention_bias || qkv_only;
   m.attention_output_bias = attention_bias;
   m.mlp_bias = mlp_bias;
-  m.output_bias = family == HfFamily::Phi;  // PhiForCausalLM's lm_head has a bias
+  // PhiForCausalLM's lm_head has a bias; PhimoeForCausalLM's with lm_head_bias.
+  m.output_bias = family == HfFamily::Phi || (type == "phimoe" && c.bool_or("lm_head_bias", false));
 }
 
 // Norms per block and parallel attention + MLP. A parallel block has the parameters and FLOPs
@@ -376,7 +382,9 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   m.mlp = read_activation(c, family);
   if (contains(kMoeTypes, type)) read_hf_moe(c, m, warnings);
 
-  m.norm = family == HfFamily::LlamaLike ? NormKind::RmsNorm : NormKind::LayerNorm;
+  // PhiMoE's blocks use LayerNorm with bias (nn.LayerNorm in modeling_phimoe.py), whatever
+  // its rms_norm_eps is called.
+  m.norm = family == HfFamily::LlamaLike && type != "phimoe" ? NormKind::RmsNorm : NormKind::LayerNorm;
   m.position = family == HfFamily::Gpt2    ? PositionKind::Learned
                : family == HfFamily::Bloom ? PositionKind::Alibi
                                            : PositionKind::Rotary;

@@ -12,7 +12,8 @@
 //               DeepSeek's own modeling_deepseek.py also requires i % moe_layer_freq == 0
 //               (transformers ignores the field; every published config has 1);
 //   gpt_oss     every layer MoE: num_local_experts experts of intermediate_size with biases, a
-//               router with a bias.
+//               router with a bias;
+//   phimoe      as mixtral (PhimoeSparseMoeBlock), 16 experts and top 2 by default.
 // Routing numerics (softmax or sigmoid scores, the scaling factor, the auxiliary loss
 // coefficients, top-k renormalisation) change no parameter and no GEMM: they are in
 // hf_config.cpp's cost-free list. DeepSeek's group-limited routing (n_group, topk_group) is read:
@@ -38,11 +39,12 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
   const std::string& type = c.type();
   MoeSpec& e = m.moe;
   std::string used;
-  if (type == "mixtral" || type == "gpt_oss") {
-    // Class defaults: MixtralConfig 8 experts, top 2; GptOssConfig 128 experts, top 4.
-    e.num_experts = c.int_or("num_local_experts", type == "mixtral" ? 8 : 128);
+  if (type == "mixtral" || type == "gpt_oss" || type == "phimoe") {
+    // Class defaults: MixtralConfig 8 experts, top 2; GptOssConfig 128 experts, top 4;
+    // PhimoeConfig 16 experts, top 2.
+    e.num_experts = c.int_or("num_local_experts", type == "mixtral" ? 8 : type == "phimoe" ? 16 : 128);
     const json* k = c.get_any({"num_experts_per_tok", "experts_per_token"}, used);
-    e.top_k = k ? read_int(*k, c.path(used)) : (type == "mixtral" ? 2 : 4);
+    e.top_k = k ? read_int(*k, c.path(used)) : (type == "gpt_oss" ? 4 : 2);
     e.expert_ffn_hidden_size = m.ffn_hidden_size;  // intermediate_size is the expert's
     e.router_bias = type == "gpt_oss";
     return;

@@ -96,7 +96,7 @@ class HfConfig {
                          "a Mixture-of-Experts field, but model_type " + type_ +
                              " is a dense model in transformers; an MoE config needs its own "
                              "model_type (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, "
-                             "gpt_oss, dbrx)");
+                             "gpt_oss, phimoe, dbrx)");
       out.push_back({path(it.key()),
                      "not a field zerosim reads for model_type " + type_ +
                          ": ignored; if it changes the architecture, the parameter count and "

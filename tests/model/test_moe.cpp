@@ -77,6 +77,9 @@ const Published kPublished[] = {
     {"deepseek-v3.json", 671, 37, 1, false,
      "DeepSeek-AI 2024, DeepSeek-V3 technical report (arXiv:2412.19437), abstract: 671B total, "
      "37B activated (the 14B multi-token-prediction module apart)"},
+    {"phi-3.5-moe.json", 41.9, 6.6, 0.1, true,
+     "microsoft/Phi-3.5-MoE-instruct model card: 16 experts, 6.6B active parameters with 2 of "
+     "them; 41.9B parameters (the Hub's count of the checkpoint)"},
     {"dbrx-base.json", 132, 36, 1, true,
      "Databricks, 'Introducing DBRX: A New State-of-the-Art Open LLM' (2024-03-27): 132B total, "
      "36B active on any input (whether the input embedding is among them is not said: 36.47B "
