@@ -46,8 +46,8 @@ ModelSpec parse_dbrx(const json& cfg, const std::string& origin, FieldKeys& keys
   // What a nested config may hold that changes no cost: the numerics of attention (the QKV
   // clamp, an elementwise op on the projection's output, and the rotary base) and of routing,
   // and the attributes every transformers PretrainedConfig has (generation, outputs, labels),
-  // which DBRX's sub-configs, PretrainedConfigs themselves before transformers 4.40, wrote out
-  // in full: re-uploads of DBRX carry them inside attn_config and ffn_config.
+  // which DBRX's sub-configs, PretrainedConfigs themselves, may write out in full: some
+  // re-uploads of DBRX carry them inside attn_config and ffn_config.
   std::vector<std::string> nested_cost_free = {
       "model_type", "clip_qkv", "rope_theta", "moe_jitter_eps", "moe_loss_weight",
       "moe_normalize_expert_weights", "uniform_expert_assignment"};
