@@ -1,6 +1,7 @@
 #include "sim/input/json_input.h"
 
 #include <fstream>
+#include <set>
 
 #include "sim/core/error.h"
 
@@ -17,7 +18,7 @@ std::string too_large(const std::string& origin, const std::string& size) {
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& key_path,
-                               const std::string& origin) {
+                               const std::string& origin, std::vector<std::string>* repeated) {
   if (text.size() > kMaxJsonInputBytes) {
     throw InputError(key_path, too_large(origin, std::to_string(text.size()) + " bytes, more"));
   }
@@ -40,11 +41,57 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& key_p
       --depth;
     }
   }
+  // The open containers, each with the name it has in its parent ("[]" in an array) and, for an
+  // object, the keys seen in it.
+  struct Open {
+    bool object = false;
+    std::string name;
+    std::set<std::string> keys;
+  };
+  std::vector<Open> open;
+  std::string key;  // the last key read: the name of the value that follows it
+  std::string first_repeat;
+  auto path_of = [&](const std::string& last) {
+    std::string p;
+    for (std::size_t i = 1; i < open.size(); ++i)
+      p += open[i].name == "[]" ? "[]" : (p.empty() ? "" : ".") + open[i].name;
+    return p.empty() ? last : p + "." + last;
+  };
+  const nlohmann::json::parser_callback_t watch = [&](int, nlohmann::json::parse_event_t event,
+                                                      nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::key:
+        key = parsed.get<std::string>();
+        if (!open.back().keys.insert(key).second) {
+          const std::string p = path_of(key);
+          if (repeated) repeated->push_back(p);
+          else if (first_repeat.empty()) first_repeat = p;
+        }
+        break;
+      case Event::object_start:
+      case Event::array_start:
+        open.push_back({event == Event::object_start,
+                        open.empty() ? std::string() : open.back().object ? key : "[]",
+                        {}});
+        break;
+      case Event::object_end:
+      case Event::array_end: open.pop_back(); break;
+      case Event::value: break;
+    }
+    return true;
+  };
+  nlohmann::json doc;
   try {
-    return nlohmann::json::parse(text);
+    doc = nlohmann::json::parse(text, watch);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(key_path, origin + " is not valid JSON: " + e.what());
   }
+  if (!first_repeat.empty()) {
+    throw InputError(key_join(key_path, first_repeat),
+                     "given twice in " + origin + " (a JSON reader keeps only the last); keep one");
+  }
+  return doc;
 }
 
 std::string read_input_file(const std::string& path, const std::string& key_path,
@@ -66,9 +113,10 @@ std::string read_input_file(const std::string& path, const std::string& key_path
 }
 
 nlohmann::json read_json_input_file(const std::string& path, const std::string& key_path,
-                                    const std::string& cannot_open) {
+                                    const std::string& cannot_open,
+                                    std::vector<std::string>* repeated) {
   return parse_json_text(read_input_file(path, key_path, cannot_open), key_path,
-                         "'" + path + "'");
+                         "'" + path + "'", repeated);
 }
 
 const nlohmann::json* json_path_find(const nlohmann::json& doc, const std::string& path) {

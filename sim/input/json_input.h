@@ -13,6 +13,7 @@
 // hold every input to (5 s, 2 GiB); at 64 MiB the same shape takes 7 s and 1.6 GiB.
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,8 +24,14 @@ inline constexpr std::size_t kMaxJsonInputBytes = std::size_t{16} << 20;  // 16 
 
 // Parses `text`, refusing it (InputError naming `key_path` and `origin`, e.g. "'ds.json'") when
 // it is longer than kMaxJsonInputBytes, nests deeper than kMaxJsonDepth or is not valid JSON.
+// A key given twice in one object keeps its last value, as every JSON reader of the frameworks
+// (Python's json) does; its path inside the document ("zero_optimization.stage", "[]" for an
+// array's elements) goes to `repeated` when given, and is an InputError naming
+// `key_path`.<path> when not: zerosim's own files refuse it, the frameworks' files are read as
+// their frameworks read them and the caller says so.
 nlohmann::json parse_json_text(const std::string& text, const std::string& key_path,
-                               const std::string& origin);
+                               const std::string& origin,
+                               std::vector<std::string>* repeated = nullptr);
 
 // The whole of file `path`, read without ever holding more than kMaxJsonInputBytes + 1 bytes of
 // it: a larger file is refused as soon as that much has been read, so that a huge file, a pipe
@@ -35,7 +42,8 @@ std::string read_input_file(const std::string& path, const std::string& key_path
 
 // read_input_file + parse_json_text: what every reader of a user's JSON file should call.
 nlohmann::json read_json_input_file(const std::string& path, const std::string& key_path,
-                                    const std::string& cannot_open = "");
+                                    const std::string& cannot_open = "",
+                                    std::vector<std::string>* repeated = nullptr);
 
 // Dotted key paths ("zero.offload_param.device") inside a document. json_path_find: the value,
 // or nullptr when a part is missing or not an object. json_path_create: the value, created (with

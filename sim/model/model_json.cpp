@@ -170,10 +170,18 @@ PositionKind position_at(std::size_t i) {
   return i == 0 ? PositionKind::Learned : i == 1 ? PositionKind::Rotary : PositionKind::Alibi;
 }
 
-json read_json_file(const std::string& file, const std::string& key_path) {
-  return read_json_input_file(file, key_path,
-                              "cannot open Hugging Face config '" + file +
-                                  "' (paths are relative to the working directory)");
+// A key given twice keeps its last value, as transformers' json reader keeps it, and is said.
+json read_json_file(const std::string& file, const std::string& key_path,
+                    std::vector<InputWarning>& warnings) {
+  std::vector<std::string> repeated;
+  json cfg = read_json_input_file(file, key_path,
+                                  "cannot open Hugging Face config '" + file +
+                                      "' (paths are relative to the working directory)",
+                                  &repeated);
+  for (const std::string& key : repeated)
+    warnings.push_back({key_join(key_path + "(" + file + ")", key),
+                        "given twice: the last value is read, as transformers reads it"});
+  return cfg;
 }
 
 bool looks_like_path(const std::string& s) {
@@ -185,7 +193,7 @@ bool looks_like_path(const std::string& s) {
 // of an inline object), so its training length is defaulted here and it is validated.
 ModelSpec from_hf_file(const std::string& file, const std::string& key_path, bool complete,
                        FieldKeys& keys, std::vector<InputWarning>& warnings) {
-  const json cfg = read_json_file(file, key_path);
+  const json cfg = read_json_file(file, key_path, warnings);
   const std::string origin = key_path + "(" + file + ")";
   ModelSpec m = parse_hf(cfg, origin, keys, warnings);
   m.name = file;

@@ -186,7 +186,13 @@ ScenarioDocument scenario_document(const ScenarioInputs& in) {
   }
   if (!doc.is_object()) throw InputError("scenario", "a scenario must be a JSON object");
   if (!in.deepspeed_file.empty()) {
-    apply_deepspeed_config(d, read_json_file(in.deepspeed_file, "--deepspeed"), in.deepspeed_file);
+    // DeepSpeed reads its config with Python's json: a key given twice keeps its last value.
+    std::vector<std::string> repeated;
+    const json ds = read_json_input_file(in.deepspeed_file, "--deepspeed", "", &repeated);
+    for (const std::string& key : repeated)
+      d.warn(key_join("deepspeed(" + in.deepspeed_file + ")", key),
+             "given twice: the last value is read, as DeepSpeed's json reader reads it");
+    apply_deepspeed_config(d, ds, in.deepspeed_file);
   }
   if (model) doc["model"] = *model;
   if (cluster) apply_cluster_preset(doc, *cluster);

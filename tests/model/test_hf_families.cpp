@@ -270,6 +270,20 @@ TEST(hfFields, LlamaAttentionAndMlpBiases) {
   EXPECT_EQ(total(read_json_config(cfg)), base + layers * (4 * h + 2 * f + h));
 }
 
+// A field given twice keeps its last value, as transformers' json reader keeps it, and is said.
+TEST(hfFields, RepeatedFieldsKeepTheLastAndAreSaid) {
+  const std::string file = ::testing::TempDir() + "/zerosim_repeated_config.json";
+  std::string text = config_json("llama-2-7b.json").dump();
+  text.insert(1, R"("num_hidden_layers": 2, )");  // the config's own value comes later
+  std::ofstream(file) << text;
+  std::vector<InputWarning> w;
+  const ModelSpec m = model_from_json(file, "model", &w);
+  EXPECT_EQ(m.num_layers, 32);
+  bool said = false;
+  for (const InputWarning& x : w) said = said || x.key_path == "model(" + file + ").num_hidden_layers";
+  EXPECT_TRUE(said);
+}
+
 TEST(hfFields, UnknownFieldsAreReportedNotDropped) {
   json cfg = config_json("llama-2-7b.json");
   cfg["attn_layer_period"] = 8;  // a field of another family (Jamba): unknown to Llama

@@ -133,6 +133,28 @@ TEST(scenarioKeys, NodesAndNumGpusAreOneOrTheOther) {
   EXPECT_EQ(resolve_scenario(scenario_document(in)).cluster.num_gpus(), 3);
 }
 
+// A key given twice in a ds_config keeps its last value, as DeepSpeed's json reader keeps it, and
+// is said; in zerosim's own scenario file it is an error.
+TEST(scenarioKeys, RepeatedKeysAreSaidInConfigsAndRefusedInScenarios) {
+  ScenarioInputs in;
+  in.deepspeed_file = ::testing::TempDir() + "/zerosim_keys_repeated_ds.json";
+  std::ofstream(in.deepspeed_file)
+      << R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "stage": 2}})";
+  in.flags = {{"model", "llama2-7b"}, {"cluster", "dgx-h100"}};
+  const ScenarioDocument d = scenario_document(in);
+  EXPECT_NE(warning_on(d, "deepspeed(" + in.deepspeed_file + ").zero_optimization.stage"), "(none)");
+  EXPECT_EQ(resolve_scenario(d).zero.stage, 2);
+  ScenarioInputs own;
+  own.scenario_file = ::testing::TempDir() + "/zerosim_keys_repeated.json";
+  std::ofstream(own.scenario_file) << R"({"model": "llama2-7b", "zero": {"stage": 1, "stage": 2}})";
+  try {
+    scenario_document(own);
+    ADD_FAILURE() << "a repeated key in a scenario was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.key_path(), "scenario.zero.stage");
+  }
+}
+
 // A flag or --set that replaces a ds_config value is said on the config's key; one that leaves
 // it as it was says nothing.
 TEST(scenarioKeys, FlagsOverADeepSpeedConfigAreSaidOnItsKeys) {
