@@ -35,14 +35,15 @@ namespace {
 // parallel residual, untied. bloom: LayerNorm, ALiBi, biases, embedding LayerNorm, tied.
 // falcon: LayerNorm, rotary or ALiBi, MQA/GQA, parallel block, tied. phi (Phi-2): LayerNorm,
 // partial rotary, biases (also on lm_head), parallel block with one norm, untied.
-// Llama-like too, with their own fields: qwen3 (q/k norms, head_dim); the Mixture-of-Experts
+// Llama-like too, with their own fields: qwen3 (q/k norms, head_dim), olmo2 (q/k norms over
+// the whole projections, norms after attention and MLP); the Mixture-of-Experts
 // types mixtral, qwen2_moe, qwen3_moe, gpt_oss (biases, attention sinks), phimoe (LayerNorms,
 // attention and lm_head biases) and deepseek_v2,
 // deepseek_v3 (multi-head latent attention), whose sparse blocks hf_moe.cpp reads; dbrx, with
 // its own names and nested configs, read whole by hf_dbrx.cpp.
 const std::vector<std::string> kHfTypes = {
     "llama", "mistral",   "qwen2",     "qwen3",       "phi3",        "gemma",   "gemma2",
-    "gemma3_text",
+    "gemma3_text", "olmo2",
     "gpt2",  "gpt_neox",  "bloom",     "falcon",      "phi",         "mixtral", "qwen2_moe",
     "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx", "phimoe"};
 const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3_moe",
@@ -253,7 +254,7 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
       if (type == "qwen2") qkv_only = true;  // Qwen2Attention: q/k/v biases, o_proj none
       if (type == "qwen2_moe") qkv_only = c.bool_or("qkv_bias", true);
       if (type == "llama" || type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
-          type == "qwen3" ||
+          type == "olmo2" || type == "qwen3" ||
           type == "qwen3_moe" || type == "deepseek_v2" || type == "deepseek_v3")
         attention_bias = c.bool_or("attention_bias", false);
       // GptOssConfig: attention biases (transformers 4.57 forces them on); its experts have
@@ -360,7 +361,8 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   }
   if (mla) read_hf_mla(c, m);
   // q_norm and k_norm over each head (Qwen3Attention, Gemma3Attention).
-  m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text";
+  m.qk_norm = type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text" || type == "olmo2";
+  m.qk_norm_projection = type == "olmo2";  // Olmo2Attention: over num_heads x head_dim
   m.attention_sinks = type == "gpt_oss";               // GptOssAttention's sinks
   read_dropout(c, family, m);
 

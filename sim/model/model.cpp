@@ -144,7 +144,7 @@ Block attention_block(const ModelSpec& m) {
   b.replicated_params += norms * norm_params(m);
   b.replicated_tensors += static_cast<int>(norms) * (m.norm == NormKind::LayerNorm ? 2 : 1);
   if (m.qk_norm) {
-    b.replicated_params += 2 * m.head_dim();
+    b.replicated_params += m.qk_norm_projection ? m.q_width() + kv_width(m) : 2 * m.head_dim();
     b.replicated_tensors += 2;
   }
   if (m.attention_sinks) {  // one logit per head (counted whole on every TP rank)

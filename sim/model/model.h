@@ -141,8 +141,11 @@ struct ModelSpec {
   // so each layer's attention core is costed at the layers' average (mean_keys_per_query): the
   // step's attention work is exact, a pipeline stage's share of windowed layers is the model's.
   std::int64_t sliding_window_layers = 0;
-  // RMSNorms over each head's query and key (Qwen3, OLMo 2): 2 x head_dim parameters per layer.
+  // RMSNorms over each head's query and key (Qwen3, Gemma 3): 2 x head_dim parameters per layer;
+  // with qk_norm_projection, over the whole query and key projections (OLMo 2): q_width +
+  // kv_width parameters.
   bool qk_norm = false;
+  bool qk_norm_projection = false;
   // A learned logit per head that each softmax row also normalises over (gpt-oss's sinks): one
   // parameter per head and layer.
   bool attention_sinks = false;

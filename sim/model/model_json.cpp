@@ -129,6 +129,9 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
                      "must be 1 (one norm shared by a parallel block), 2 or up to 4 (pre and post "
                      "norms), got " + std::to_string(m.layer_norms));
   if (m.sliding_window != 0) check_range(m.sliding_window, kMaxTable, key_join(key_path, "sliding_window"));
+  if (m.qk_norm_projection && !m.qk_norm)
+    throw InputError(key_join(key_path, "qk_norm_projection"),
+                     "says how wide the q/k norms are: needs qk_norm true");
   if (m.sliding_window_layers < 0 || m.sliding_window_layers > m.num_layers)
     throw InputError(key_join(key_path, "sliding_window_layers"),
                      "must be 1 to num_layers (" + std::to_string(m.num_layers) +
@@ -212,7 +215,7 @@ const std::vector<std::string> kObjectKeys = {
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
     "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
     "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
-    "layer_norms", "sliding_window", "sliding_window_layers", "qk_norm", "attention_sinks", "moe", "mla", "mtp_num_layers",
+    "layer_norms", "sliding_window", "sliding_window_layers", "qk_norm", "qk_norm_projection", "attention_sinks", "moe", "mla", "mtp_num_layers",
     "hidden_dropout", "attention_dropout"};
 
 // The integer and boolean fields of an object-valued key (moe, mla), each bound to its field.
@@ -444,6 +447,7 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
     m.sliding_window_layers = x;
   }
   set_bool("qk_norm", m.qk_norm);
+  set_bool("qk_norm_projection", m.qk_norm_projection);
   set_bool("attention_sinks", m.attention_sinks);
   set_int("mtp_num_layers", m.mtp_num_layers);
   // Training settings, not the architecture: the model keeps its name.
@@ -578,6 +582,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   if (m.sliding_window_layers != 0) j["sliding_window_layers"] = m.sliding_window_layers;
   if (m.qk_norm) j["qk_norm"] = true;
+  if (m.qk_norm_projection) j["qk_norm_projection"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
   if (m.mtp_num_layers != 0) j["mtp_num_layers"] = m.mtp_num_layers;
   const ModelSpec megatron_defaults;

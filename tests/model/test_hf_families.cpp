@@ -174,6 +174,22 @@ TEST(hfFamilies, Gemma3_1b) {
   expect_echo_reads_back(r);
 }
 
+// allenai/OLMo-2-1124-7B (model_type olmo2): q_norm and k_norm span the whole projections
+// (Olmo2Attention: RMSNorm over num_heads x head_dim and num_key_value_heads x head_dim), and the
+// two norms per block follow attention and MLP. Per layer from the config: 4 h^2 (q, k, v, o;
+// 32 key/value heads), 3 h f (gated MLP), 2 h (the block's norms), 2 h (q/k norms); untied
+// embeddings and a final norm: 7,298,617,344.
+TEST(hfFamilies, Olmo2_7b) {
+  const Read r = read_config("olmo-2-1124-7b.json");
+  const std::int64_t h = 4096, f = 11008, layers = 32, vocab = 100352;
+  EXPECT_EQ(count_params(r.m).total, layers * (4 * h * h + 3 * h * f + 2 * h + 2 * h) + 2 * vocab * h + h);
+  EXPECT_EQ(count_params(r.m).total, 7'298'617'344);
+  EXPECT_TRUE(r.m.qk_norm && r.m.qk_norm_projection);
+  EXPECT_FALSE(r.m.tied_embeddings);
+  expect_only_seq_length_warning(r);
+  expect_echo_reads_back(r);
+}
+
 // microsoft/phi-2: 2,779,683,840 parameters (safetensors metadata, "2.78B"; the release post
 // says 2.7 billion). Biases on every linear and on lm_head, one LayerNorm per block feeding
 // attention and MLP in parallel, rotary on 40 % of each head.

@@ -211,6 +211,17 @@ TEST(modelJsonErrors, SlidingWindowLayersNeedTheWindow) {
   EXPECT_EQ(model_to_json(model_from_json(j, "model"))["sliding_window_layers"], 1);
 }
 
+// qk_norm_projection says how wide the q/k norms are, so it needs them.
+TEST(modelJsonErrors, QkNormProjectionNeedsTheNorms) {
+  json j = base_inline();
+  j["qk_norm_projection"] = true;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.qk_norm_projection", "qk_norm");
+  j["qk_norm"] = true;
+  const ModelSpec m = model_from_json(j, "model");
+  EXPECT_TRUE(m.qk_norm_projection);
+  EXPECT_EQ(model_to_json(m)["qk_norm_projection"], true);
+}
+
 TEST(modelJsonErrors, HeadsMustDivide) {
   json j = base_inline();
   j["num_attention_heads"] = 7;
