@@ -84,6 +84,11 @@ const std::vector<std::string> kCostFree = {
 
 enum class HfFamily { LlamaLike, Gpt2, GptNeox, Bloom, Falcon, Phi };
 
+// The Gemma classes share their defaults: heads of 256, gelu_pytorch_tanh, tied embeddings.
+bool gemma_type(const std::string& type) {
+  return type == "gemma" || type == "gemma2" || type == "gemma3_text";
+}
+
 
 HfFamily family_of(const std::string& type) {
   if (type == "gpt2") return HfFamily::Gpt2;
@@ -112,7 +117,7 @@ MlpKind read_activation(HfConfig& c, HfFamily family) {
   }
   const bool gated = family == HfFamily::LlamaLike;
   // Class defaults: silu (Llama-like), gelu_pytorch_tanh (the Gemma classes), gelu (the others).
-  if (!act) return gated ? (c.type().rfind("gemma", 0) == 0 ? MlpKind::Geglu : MlpKind::Swiglu)
+  if (!act) return gated ? (gemma_type(c.type()) ? MlpKind::Geglu : MlpKind::Swiglu)
                          : MlpKind::Gelu;
   const std::string a = read_string(*act, c.path(key));
   const std::vector<std::string> silu = {"silu", "swish", "swiglu"};
@@ -253,8 +258,7 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
     case HfFamily::LlamaLike:
       if (type == "qwen2") qkv_only = true;  // Qwen2Attention: q/k/v biases, o_proj none
       if (type == "qwen2_moe") qkv_only = c.bool_or("qkv_bias", true);
-      if (type == "llama" || type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
-          type == "olmo2" || type == "qwen3" ||
+      if (type == "llama" || gemma_type(type) || type == "olmo2" || type == "qwen3" ||
           type == "qwen3_moe" || type == "deepseek_v2" || type == "deepseek_v3")
         attention_bias = c.bool_or("attention_bias", false);
       // GptOssConfig: attention biases (transformers 4.57 forces them on); its experts have
@@ -355,8 +359,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   // head_dim: Llama-like models may decouple it from hidden / heads (Gemma: 256, its default).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3";
   if (family == HfFamily::LlamaLike && !mla) {
-    const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
-    m.attention_head_dim = c.int_or("head_dim", gemma ? 256 : type == "gpt_oss" ? 64 : 0);
+    m.attention_head_dim = c.int_or("head_dim", gemma_type(type) ? 256 : type == "gpt_oss" ? 64 : 0);
     normalize_head_dim(m);
   }
   if (mla) read_hf_mla(c, m);
@@ -400,8 +403,7 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
                      "cross-attention (an encoder-decoder GPT-2) is not simulated; allowed: false");
 
   const bool tie_default = family == HfFamily::Gpt2 || family == HfFamily::Bloom ||
-                           family == HfFamily::Falcon || type == "gemma" || type == "gemma2" ||
-                           type == "gemma3_text";
+                           family == HfFamily::Falcon || gemma_type(type);
   m.tied_embeddings = c.bool_or("tie_word_embeddings", tie_default);
 
   // Positions: n_positions (GPT-2) or max_position_embeddings; BLOOM (ALiBi) has neither and

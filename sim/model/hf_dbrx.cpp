@@ -27,8 +27,9 @@ ModelSpec parse_dbrx(const json& cfg, const std::string& origin, FieldKeys& keys
   m.num_attention_heads = c.required({"n_heads"}, keys.num_attention_heads);
   m.vocab_size = c.required({"vocab_size"}, keys.vocab_size);
   keys.max_position_embeddings = "max_seq_len";
-  m.max_position_embeddings = c.int_or("max_seq_len", 2048);
-  keys.max_position_embeddings_given = c.get("max_seq_len") != nullptr;
+  const json* length = c.get("max_seq_len");
+  m.max_position_embeddings = length ? read_int(*length, c.path("max_seq_len")) : 2048;
+  keys.max_position_embeddings_given = length != nullptr;
   m.hidden_dropout = 0.0;
   if (const json* v = c.get("resid_pdrop"))
     m.hidden_dropout = read_dropout_probability(*v, c.path("resid_pdrop"));
