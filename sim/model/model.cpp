@@ -415,12 +415,27 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch) {
 double mean_keys_per_query(const ModelSpec& m, bool causal_band) {
   const double s = static_cast<double>(m.seq_length);
   auto keys = [&](double k) { return causal_band ? k - k * k / (2 * s) : k; };
-  if (m.sliding_window <= 0) return keys(s);
-  const double window = keys(static_cast<double>(std::min(m.seq_length, m.sliding_window)));
-  if (m.sliding_window_layers == 0 || m.sliding_window_layers == m.num_layers) return window;
+  double local = 0;          // keys per query in the layers with a window or chunks
+  std::int64_t limited = 0;  // those layers; 0: every layer
+  if (m.sliding_window > 0) {
+    local = keys(static_cast<double>(std::min(m.seq_length, m.sliding_window)));
+    limited = m.sliding_window_layers;
+  } else if (m.attention_chunk_size > 0) {
+    // n whole chunks of c and a last one of r: causal within each, n c^2 / 2 + r^2 / 2 pairs,
+    // twice that counted without the band.
+    const std::int64_t c = m.attention_chunk_size;
+    const double whole = static_cast<double>(m.seq_length / c);
+    const double rest = static_cast<double>(m.seq_length % c);
+    const double squares = whole * static_cast<double>(c) * static_cast<double>(c) + rest * rest;
+    local = (causal_band ? squares / 2 : squares) / s;
+    limited = m.chunked_attention_layers;
+  } else {
+    return keys(s);
+  }
+  if (limited == 0 || limited == m.num_layers) return local;
   const double layers = static_cast<double>(m.num_layers);
-  const double windowed = static_cast<double>(m.sliding_window_layers);
-  return (windowed * window + (layers - windowed) * keys(s)) / layers;
+  const double share = static_cast<double>(limited);
+  return (share * local + (layers - share) * keys(s)) / layers;
 }
 
 double model_flops_per_token(const ModelSpec& m) {

@@ -141,6 +141,13 @@ struct ModelSpec {
   // so each layer's attention core is costed at the layers' average (mean_keys_per_query): the
   // step's attention work is exact, a pipeline stage's share of windowed layers is the model's.
   std::int64_t sliding_window_layers = 0;
+  // Chunked attention (Llama 4): the sequence is cut into chunks of attention_chunk_size tokens
+  // and each query attends causally within its own chunk; 0 = none. chunked_attention_layers
+  // counts the layers that do (Llama 4: three of every four, the layers with rotary positions;
+  // the others attend to the whole sequence), 0 = every layer; costed at the layers' average, as
+  // the sliding window is. A model has either a window or chunks.
+  std::int64_t attention_chunk_size = 0;
+  std::int64_t chunked_attention_layers = 0;
   // RMSNorms over each head's query and key (Qwen3, Gemma 3): 2 x head_dim parameters per layer;
   // with qk_norm_projection, over the whole query and key projections (OLMo 2): q_width +
   // kv_width parameters.
@@ -350,9 +357,11 @@ double logits_forward_flops(const ModelSpec& m, std::int64_t micro_batch);
 double model_flops_per_token(const ModelSpec& m);
 
 // Keys per query of one layer's causal attention core, averaged over the model's layers (those
-// within sliding_window and the others): with `causal_band`, the (query, key) pairs a flash
-// kernel runs over the sequence s, s k - k^2 / 2 with k = min(s, window) and s^2 / 2 without a
-// window, divided by s; without, Megatron's count of k keys per query (the MFU numerator's).
+// within sliding_window or attention chunks, and the others): with `causal_band`, the (query,
+// key) pairs a flash kernel runs over the sequence s, s k - k^2 / 2 with k = min(s, window),
+// n c^2 / 2 + r^2 / 2 for s = n c + r in chunks of c, and s^2 / 2 with neither, divided by s;
+// without, Megatron's count: k keys per query, (n c^2 + r^2) / s in chunks (each query against
+// its chunk, the causal mask not discounted), s with neither (the MFU numerator's).
 double mean_keys_per_query(const ModelSpec& m, bool causal_band);
 
 // Activation bytes kept by one layer for backward, per GPU, Korthikanti et al. 2022 (eq. 1, 2, 4,

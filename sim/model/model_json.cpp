@@ -137,6 +137,17 @@ void validate_fields(const ModelSpec& m, const std::string& key_path, const Fiel
                      "must be 1 to num_layers (" + std::to_string(m.num_layers) +
                          ") layers attending within sliding_window, or 0 for every layer, got " +
                          std::to_string(m.sliding_window_layers));
+  if (m.attention_chunk_size != 0)
+    check_range(m.attention_chunk_size, kMaxTable, key_join(key_path, "attention_chunk_size"));
+  if (m.chunked_attention_layers < 0 || m.chunked_attention_layers > m.num_layers)
+    throw InputError(key_join(key_path, "chunked_attention_layers"),
+                     "must be 1 to num_layers (" + std::to_string(m.num_layers) +
+                         ") layers attending within chunks of attention_chunk_size, or 0 for "
+                         "every layer, got " + std::to_string(m.chunked_attention_layers));
+  if (m.attention_chunk_size != 0 && m.sliding_window != 0)
+    throw InputError(key_join(key_path, "attention_chunk_size"),
+                     "a model attends either within a sliding window or within chunks: remove "
+                     "sliding_window or attention_chunk_size");
   if (m.mtp_num_layers < 0 || m.mtp_num_layers > m.num_layers)
     throw InputError(key_join(key_path, "mtp_num_layers"),
                      "must be 0 (no multi-token prediction) to num_layers (" +
@@ -215,7 +226,8 @@ const std::vector<std::string> kObjectKeys = {
     "num_kv_heads", "ffn_hidden_size", "mlp", "vocab_size", "seq_length", "tied_embeddings",
     "max_position_embeddings", "norm", "position", "linear_bias", "qkv_bias",
     "attention_output_bias", "mlp_bias", "output_bias", "embedding_norm", "head_dim",
-    "layer_norms", "sliding_window", "sliding_window_layers", "qk_norm", "qk_norm_projection", "attention_sinks", "moe", "mla", "mtp_num_layers",
+    "layer_norms", "sliding_window", "sliding_window_layers", "attention_chunk_size",
+    "chunked_attention_layers", "qk_norm", "qk_norm_projection", "attention_sinks", "moe", "mla", "mtp_num_layers",
     "hidden_dropout", "attention_dropout"};
 
 // The integer and boolean fields of an object-valued key (moe, mla), each bound to its field.
@@ -446,6 +458,15 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
     overridden = overridden || x != m.sliding_window_layers;
     m.sliding_window_layers = x;
   }
+  set_int("attention_chunk_size", m.attention_chunk_size);
+  if (const json* v = at("chunked_attention_layers")) {
+    if (m.attention_chunk_size == 0)
+      throw InputError(path("chunked_attention_layers"),
+                       "counts the layers that attend within chunks: needs attention_chunk_size");
+    const std::int64_t x = read_int(*v, path("chunked_attention_layers"), 0);
+    overridden = overridden || x != m.chunked_attention_layers;
+    m.chunked_attention_layers = x;
+  }
   set_bool("qk_norm", m.qk_norm);
   set_bool("qk_norm_projection", m.qk_norm_projection);
   set_bool("attention_sinks", m.attention_sinks);
@@ -581,6 +602,8 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (m.layer_norms != 2) j["layer_norms"] = m.layer_norms;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   if (m.sliding_window_layers != 0) j["sliding_window_layers"] = m.sliding_window_layers;
+  if (m.attention_chunk_size != 0) j["attention_chunk_size"] = m.attention_chunk_size;
+  if (m.chunked_attention_layers != 0) j["chunked_attention_layers"] = m.chunked_attention_layers;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.qk_norm_projection) j["qk_norm_projection"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;

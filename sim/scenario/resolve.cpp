@@ -368,15 +368,21 @@ void pipeline_rules(Scenario& s, const Given& given) {
   }
   // Every layer is costed at the layers' average attention (mean_keys_per_query): exact for the
   // step, but a stage holds its own layers.
-  if (p.pp > 1 && m.sliding_window > 0 && m.sliding_window < m.seq_length &&
-      m.sliding_window_layers > 0 && m.sliding_window_layers < m.num_layers) {
+  const bool windowed = m.sliding_window > 0 && m.sliding_window < m.seq_length &&
+                        m.sliding_window_layers > 0 && m.sliding_window_layers < m.num_layers;
+  const bool chunked = m.attention_chunk_size > 0 && m.attention_chunk_size < m.seq_length &&
+                       m.chunked_attention_layers > 0 && m.chunked_attention_layers < m.num_layers;
+  if (p.pp > 1 && (windowed || chunked)) {
     s.warnings.push_back(
-        {"parallel.pp", "model: " + std::to_string(m.sliding_window_layers) + " of " +
-                            std::to_string(m.num_layers) +
-                            " layers attend within a sliding window of " +
-                            std::to_string(m.sliding_window) +
-                            " tokens; each pipeline stage is costed at the model's share of them, "
-                            "not at the layers it holds"});
+        {"parallel.pp",
+         "model: " + std::to_string(windowed ? m.sliding_window_layers : m.chunked_attention_layers) +
+             " of " + std::to_string(m.num_layers) +
+             (windowed ? " layers attend within a sliding window of " +
+                             std::to_string(m.sliding_window) + " tokens"
+                       : " layers attend within chunks of " +
+                             std::to_string(m.attention_chunk_size) + " tokens") +
+             "; each pipeline stage is costed at the model's share of them, not at the layers it "
+             "holds"});
   }
   // nanotron has two pipeline engines (config/utils_config.py cast_str_to_pipeline_engine, at
   // huggingface/nanotron 2411b022): afab, every forward then every backward in micro-batch order

@@ -211,6 +211,26 @@ TEST(modelJsonErrors, SlidingWindowLayersNeedTheWindow) {
   EXPECT_EQ(model_to_json(model_from_json(j, "model"))["sliding_window_layers"], 1);
 }
 
+// chunked_attention_layers likewise needs attention_chunk_size; a model has a window or chunks.
+TEST(modelJsonErrors, ChunkedAttentionLayersNeedTheChunks) {
+  json j = base_inline();
+  j["chunked_attention_layers"] = 1;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.chunked_attention_layers",
+                     "needs attention_chunk_size");
+  j["attention_chunk_size"] = 64;
+  j["chunked_attention_layers"] = 3;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.chunked_attention_layers",
+                     "num_layers (2)");
+  j["chunked_attention_layers"] = 1;
+  EXPECT_EQ(model_from_json(j, "model").chunked_attention_layers, 1);
+  const json echoed = model_to_json(model_from_json(j, "model"));
+  EXPECT_EQ(echoed["attention_chunk_size"], 64);
+  EXPECT_EQ(echoed["chunked_attention_layers"], 1);
+  j["sliding_window"] = 32;
+  expect_input_error([&] { model_from_json(j, "model"); }, "model.attention_chunk_size",
+                     "either");
+}
+
 // qk_norm_projection says how wide the q/k norms are, so it needs them.
 TEST(modelJsonErrors, QkNormProjectionNeedsTheNorms) {
   json j = base_inline();

@@ -87,6 +87,41 @@ TEST(modelFlops, SlidingWindowAndHeadWidthScaleTheAttention) {
   EXPECT_EQ(w.gemms[1].k, 2 * h);               // the output projection reads Q's width
 }
 
+// Llama 4's chunked attention: each query attends causally within its own chunk of c tokens.
+// The (query, key) pairs of one sequence are counted here by brute force, query by query (query
+// i sees i mod c + 1 keys, the diagonal included); flash attention's convention counts a causal
+// square of L as L^2 / 2, without the half diagonal, so over the sequence it is the brute-force
+// count less s / 2. Three of four layers chunked (Llama 4's layers with rotary): every layer
+// costs the layers' average.
+TEST(modelFlops, ChunkedAttentionCountsThePairsInsideEachChunk) {
+  ModelSpec m = model_preset("llama2-7b", "model");
+  m.num_layers = 4;
+  m.seq_length = 20000;  // two whole chunks of 8192 and one of 3616
+  ModelSpec chunked = m;
+  chunked.attention_chunk_size = 8192;
+  chunked.chunked_attention_layers = 3;
+  double pairs = 0;
+  for (std::int64_t i = 0; i < m.seq_length; ++i) pairs += static_cast<double>(i % 8192 + 1);
+  pairs -= 20000.0 / 2;
+  const double h = m.hidden_size;
+  const double full = layer_forward_work(m, 1, 1, false, true).attention_flops;  // 4 h s^2 / 2
+  EXPECT_NEAR(layer_forward_work(chunked, 1, 1, false, true).attention_flops / ((3 * 4.0 * h * pairs + full) / 4),
+              1.0, 1e-12);
+  // Every layer chunked; a sequence within one chunk is plain causal attention.
+  chunked.chunked_attention_layers = 0;
+  EXPECT_NEAR(layer_forward_work(chunked, 1, 1, false, true).attention_flops / (4.0 * h * pairs), 1.0, 1e-12);
+  chunked.seq_length = m.seq_length = 8192;
+  EXPECT_DOUBLE_EQ(layer_forward_work(chunked, 1, 1, false, true).attention_flops,
+                   layer_forward_work(m, 1, 1, false, true).attention_flops);
+  // The MFU numerator counts each query against its whole chunk, Megatron's s k with k = c when
+  // the sequence is whole chunks: at s = 4 c, a chunked layer has a quarter of a full one's
+  // core.
+  chunked.seq_length = m.seq_length = 4 * 8192;
+  const double core_full = 3 * 4.0 * (4 * 8192.0) * h;  // per token and layer, 3 x forward
+  EXPECT_DOUBLE_EQ(model_flops_per_token(m) - model_flops_per_token(chunked),
+                   m.num_layers * (core_full - core_full / 4));
+}
+
 TEST(modelFlops, ElementwiseTrafficShrinksWithSpAndFlash) {
   const ModelSpec m = model_preset("gpt3-175b", "model");
   const double base = layer_forward_work(m, 1, 8, false, false).elementwise_bytes;

@@ -392,6 +392,17 @@ TEST(parallelPipeline, WindowInSomeLayersIsAveragedAndSaidWithStages) {
   single["parallel"]["pp"] = 1;
   single["cluster"]["num_gpus"] = 1;
   EXPECT_TRUE(resolve_scenario(single).warnings.empty());
+  // Attention chunks in some layers (Llama 4) likewise.
+  json chunked = pipeline_doc(4, 8, 1, "1f1b");
+  chunked["model"]["attention_chunk_size"] = 32;
+  chunked["model"]["chunked_attention_layers"] = 12;
+  const Scenario c = resolve_scenario(chunked);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].key_path, "parallel.pp");
+  EXPECT_NE(c.warnings[0].message.find("12 of 16 layers attend within chunks of 32"),
+            std::string::npos) << c.warnings[0].message;
+  chunked["model"]["chunked_attention_layers"] = 0;
+  EXPECT_TRUE(resolve_scenario(chunked).warnings.empty());
 }
 
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
