@@ -39,15 +39,19 @@ namespace {
 // the whole projections, norms after attention and MLP); the Mixture-of-Experts
 // types mixtral, qwen2_moe, qwen3_moe, gpt_oss (biases, attention sinks), phimoe (LayerNorms,
 // attention and lm_head biases) and deepseek_v2,
-// deepseek_v3 (multi-head latent attention), whose sparse blocks hf_moe.cpp reads; dbrx, with
-// its own names and nested configs, read whole by hf_dbrx.cpp.
+// deepseek_v3 (multi-head latent attention), llama4_text (a shared expert, MoE in every
+// interleave_moe_layer_step-th layer, chunked attention), whose sparse blocks hf_moe.cpp reads;
+// llama4, the multimodal checkpoints' config, whose text_config is read as llama4_text; dbrx,
+// with its own names and nested configs, read whole by hf_dbrx.cpp.
 const std::vector<std::string> kHfTypes = {
     "llama", "mistral",   "qwen2",     "qwen3",       "phi3",        "gemma",   "gemma2",
     "gemma3_text", "olmo2",
     "gpt2",  "gpt_neox",  "bloom",     "falcon",      "phi",         "mixtral", "qwen2_moe",
-    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx", "phimoe"};
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss", "dbrx", "phimoe", "llama4",
+    "llama4_text"};
 const std::vector<std::string> kMoeTypes = {"mixtral",     "qwen2_moe",   "qwen3_moe",
-                                            "deepseek_v2", "deepseek_v3", "gpt_oss", "phimoe"};
+                                            "deepseek_v2", "deepseek_v3", "gpt_oss", "phimoe",
+                                            "llama4_text"};
 
 // Fields that change neither parameters, FLOPs nor bytes moved, accepted without a word, each with
 // why: labels and token ids; numerics (norm epsilons, initialisation, rope frequencies and
@@ -80,7 +84,25 @@ const std::vector<std::string> kCostFree = {
     "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob",
     "topk_method", "n_group", "topk_group", "routed_scaling_factor", "scoring_func",
     "aux_loss_alpha", "seq_aux", "swiglu_limit", "ep_size",
-    "rope_interleave", "initial_context_length"};
+    "rope_interleave", "initial_context_length",
+    // Llama 4: the L2 norm of queries and keys has no weights (Llama4TextL2Norm), an elementwise
+    // pass as uncounted as the other families' q/k norms' traffic; the query temperature of the
+    // layers without rotary (attn_temperature_tuning, floor_scale, attn_scale), a scalar per
+    // position; which layers skip rotary (no_rope_layers, no_rope_layer_interval; zerosim
+    // rotates Q and K in every layer, 4 bytes per element more in a quarter of the layers, as it
+    // does for partial rotary).
+    "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale", "no_rope_layers",
+    "no_rope_layer_interval",
+    // Saved by transformers itself: which attention implementation it picked
+    // (_attn_implementation_autoset), and transformers 4.51's switch of Llama 4's experts to one
+    // linear each for llm-compressor (for_llm_compressor: the same weights and GEMMs).
+    "_attn_implementation_autoset", "for_llm_compressor"};
+
+// The fields of Llama 4's multimodal config (Llama4Config) beside text_config, accepted without a
+// word: the image tokens' ids; tie_word_embeddings, Llama4Config's own (false), while the text
+// model's head follows text_config's.
+const std::vector<std::string> kLlama4WrapperCostFree = {
+    "boi_token_index", "eoi_token_index", "image_token_index", "tie_word_embeddings"};
 
 enum class HfFamily { LlamaLike, Gpt2, GptNeox, Bloom, Falcon, Phi };
 
@@ -184,6 +206,45 @@ void read_sliding_window(HfConfig& c, ModelSpec& m) {
   m.sliding_window_layers = windowed == m.num_layers ? 0 : windowed;
 }
 
+// Llama 4's chunked attention (Llama4TextConfig, modeling_llama4.py): the layers that
+// layer_types names chunked_attention attend within chunks of attention_chunk_size tokens (8192
+// by default; null: none). Without layer_types they are the layers with rotary positions,
+// no_rope_layers[i] == 1, by default every layer but each no_rope_layer_interval-th (4): 36 of
+// Scout's and Maverick's 48.
+void read_attention_chunks(HfConfig& c, ModelSpec& m) {
+  const std::int64_t layers = m.num_layers;
+  const json* size = c.get("attention_chunk_size");
+  const std::int64_t chunk = size ? read_int(*size, c.path("attention_chunk_size"))
+                                  : (c.has("attention_chunk_size") ? 0 : 8192);
+  if (chunk > kMaxTable)
+    throw InputError(c.path("attention_chunk_size"),
+                     "must be at most " + std::to_string(kMaxTable) + ", got " + std::to_string(chunk));
+  std::int64_t chunked = 0;
+  const json* rope = c.get("no_rope_layers");
+  if (const json* types = c.get("layer_types")) {
+    if (!types->is_array() || static_cast<std::int64_t>(types->size()) != layers)
+      throw InputError(c.path("layer_types"),
+                       "must list one entry per layer (" + std::to_string(layers) + ")");
+    for (const json& t : *types) chunked += t == "chunked_attention" ? 1 : 0;
+  } else if (rope && !(rope->is_array() && rope->empty())) {
+    // "At least the same length as the number of layers": the first num_hidden_layers count.
+    if (!rope->is_array() || static_cast<std::int64_t>(rope->size()) < layers)
+      throw InputError(c.path("no_rope_layers"),
+                       "must list at least one entry per layer (" + std::to_string(layers) +
+                           "): 1 for a layer with rotary positions, 0 for one without");
+    for (std::int64_t i = 0; i < layers; ++i) {
+      const json& v = (*rope)[static_cast<std::size_t>(i)];
+      const std::string at = key_join(c.path("no_rope_layers"), std::to_string(i));
+      chunked += (v.is_boolean() ? v.get<bool>() : read_int(v, at, 0) != 0) ? 1 : 0;
+    }
+  } else {
+    chunked = layers - layers / c.int_or("no_rope_layer_interval", 4);
+  }
+  if (chunk == 0 || chunked == 0) return;
+  m.attention_chunk_size = chunk;
+  m.chunked_attention_layers = chunked == layers ? 0 : chunked;
+}
+
 // A config without a training length takes kDefaultHfSeqLength capped at its position limit,
 // and says so under `key_path`.
 void default_seq_length(ModelSpec& m, const std::string& key_path, const FieldKeys& keys,
@@ -259,7 +320,8 @@ void read_biases(HfConfig& c, HfFamily family, ModelSpec& m) {
       if (type == "qwen2") qkv_only = true;  // Qwen2Attention: q/k/v biases, o_proj none
       if (type == "qwen2_moe") qkv_only = c.bool_or("qkv_bias", true);
       if (type == "llama" || gemma_type(type) || type == "olmo2" || type == "qwen3" ||
-          type == "qwen3_moe" || type == "deepseek_v2" || type == "deepseek_v3")
+          type == "qwen3_moe" || type == "deepseek_v2" || type == "deepseek_v3" ||
+          type == "llama4_text")
         attention_bias = c.bool_or("attention_bias", false);
       // GptOssConfig: attention biases (transformers 4.57 forces them on); its experts have
       // biases, always.
@@ -315,23 +377,9 @@ void read_block_layout(HfConfig& c, HfFamily family, bool falcon_new, ModelSpec&
            "counted as for a sequential block (the shared input twice, about 2 of ~34 sbh)");
 }
 
-}  // namespace
-
-ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
-                   std::vector<InputWarning>& warnings) {
-  if (!cfg.is_object())
-    throw InputError(origin, std::string("a Hugging Face config must be a JSON object, got ") +
-                                 type_name(cfg));
-  const json* type_value = find(cfg, "model_type");
-  if (!type_value)
-    throw InputError(key_join(origin, "model_type"),
-                     "missing; supported model_type values: " + join_list(kHfTypes));
-  const std::string type = read_string(*type_value, key_join(origin, "model_type"));
-  if (!contains(kHfTypes, type))
-    throw InputError(key_join(origin, "model_type"),
-                     "unsupported '" + type + "'" + did_you_mean(type, kHfTypes) +
-                         "; supported: " + join_list(kHfTypes));
-  if (type == "dbrx") return parse_dbrx(cfg, origin, keys, warnings, kCostFree);
+// One config read as the transformers class of model_type `type` builds its model.
+ModelSpec parse_typed(const json& cfg, const std::string& origin, const std::string& type,
+                      FieldKeys& keys, std::vector<InputWarning>& warnings) {
   const HfFamily family = family_of(type);
   HfConfig c(cfg, origin, type);
   c.get("model_type");
@@ -359,7 +407,13 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
   // head_dim: Llama-like models may decouple it from hidden / heads (Gemma: 256, its default).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3";
   if (family == HfFamily::LlamaLike && !mla) {
-    m.attention_head_dim = c.int_or("head_dim", gemma_type(type) ? 256 : type == "gpt_oss" ? 64 : 0);
+    // Class defaults: 256 (Gemma), 64 (GptOssConfig), 128 (Llama4TextConfig, whose explicit
+    // null is hidden / heads).
+    const std::int64_t fallback = gemma_type(type)              ? 256
+                                  : type == "gpt_oss"           ? 64
+                                  : type == "llama4_text" && !c.has("head_dim") ? 128
+                                                                : 0;
+    m.attention_head_dim = c.int_or("head_dim", fallback);
     normalize_head_dim(m);
   }
   if (mla) read_hf_mla(c, m);
@@ -386,6 +440,12 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
     c.warn(warnings, "n_inner", "BloomMLP is 4 x hidden_size whatever n_inner says: ignored");
   m.mlp = read_activation(c, family);
   if (contains(kMoeTypes, type)) read_hf_moe(c, m, warnings);
+  if (type == "llama4_text") {
+    // intermediate_size is the experts' and the shared expert's width (read above); the dense
+    // layers' MLP is intermediate_size_mlp wide (Llama4TextConfig's default 16384).
+    m.ffn_hidden_size = c.int_or("intermediate_size_mlp", 16384);
+    keys.ffn_hidden_size = "intermediate_size_mlp";
+  }
 
   // PhiMoE's blocks use LayerNorm with bias (nn.LayerNorm in modeling_phimoe.py), whatever
   // its rms_norm_eps is called.
@@ -422,11 +482,69 @@ ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
     throw InputError(c.path(keys.max_position_embeddings), "missing");
   }
   read_sliding_window(c, m);
+  if (type == "llama4_text") read_attention_chunks(c, m);
   // Training length: the config's own seq_length when it has one (Megatron-style configs), else
   // left to the caller (settle_seq_length).
   if (const json* seq = c.get("seq_length")) m.seq_length = read_int(*seq, c.path("seq_length"));
   c.report_unread(warnings, kCostFree, contains(kMoeTypes, type));
   return m;
+}
+
+// Llama 4's checkpoints (Llama4ForConditionalGeneration, model_type llama4) hold the text model's
+// config in text_config, beside the vision encoder's: the text model is read as llama4_text and
+// the encoder is said to be left out. The key names of the result carry the text_config prefix.
+ModelSpec parse_llama4(const json& cfg, const std::string& origin, FieldKeys& keys,
+                       std::vector<InputWarning>& warnings) {
+  HfConfig c(cfg, origin, "llama4");
+  c.get("model_type");
+  const json* text = c.get("text_config");
+  if (!text)
+    throw InputError(c.path("text_config"),
+                     "missing: a Llama 4 config holds the text model's fields (Llama4TextConfig) "
+                     "there");
+  if (!text->is_object())
+    throw InputError(c.path("text_config"),
+                     std::string("must be an object (Llama4TextConfig's fields), got ") + type_name(*text));
+  const std::string text_origin = c.path("text_config");
+  if (const json* inner = find(*text, "model_type"); inner && *inner != "llama4_text")
+    warnings.push_back({key_join(text_origin, "model_type"),
+                        "read as llama4_text, the class Llama4Config builds text_config with"});
+  if (c.get("vision_config"))
+    c.warn(warnings, "vision_config",
+           "the vision encoder (Llama4VisionModel) and its projector are not simulated: the text "
+           "model is, on text tokens");
+  std::vector<std::string> cost_free = kCostFree;
+  cost_free.insert(cost_free.end(), kLlama4WrapperCostFree.begin(), kLlama4WrapperCostFree.end());
+  c.report_unread(warnings, cost_free, true);
+  ModelSpec m = parse_typed(*text, text_origin, "llama4_text", keys, warnings);
+  for (std::string* key : {&keys.num_layers, &keys.hidden_size, &keys.num_attention_heads,
+                           &keys.num_kv_heads, &keys.ffn_hidden_size, &keys.vocab_size,
+                           &keys.max_position_embeddings})
+    *key = key_join("text_config", *key);
+  m.name = origin;
+  m.source = "Hugging Face config.json, model_type llama4 (its text_config)";
+  return m;
+}
+
+}  // namespace
+
+ModelSpec parse_hf(const json& cfg, const std::string& origin, FieldKeys& keys,
+                   std::vector<InputWarning>& warnings) {
+  if (!cfg.is_object())
+    throw InputError(origin, std::string("a Hugging Face config must be a JSON object, got ") +
+                                 type_name(cfg));
+  const json* type_value = find(cfg, "model_type");
+  if (!type_value)
+    throw InputError(key_join(origin, "model_type"),
+                     "missing; supported model_type values: " + join_list(kHfTypes));
+  const std::string type = read_string(*type_value, key_join(origin, "model_type"));
+  if (!contains(kHfTypes, type))
+    throw InputError(key_join(origin, "model_type"),
+                     "unsupported '" + type + "'" + did_you_mean(type, kHfTypes) +
+                         "; supported: " + join_list(kHfTypes));
+  if (type == "dbrx") return parse_dbrx(cfg, origin, keys, warnings, kCostFree);
+  if (type == "llama4") return parse_llama4(cfg, origin, keys, warnings);
+  return parse_typed(cfg, origin, type, keys, warnings);
 }
 
 void settle_seq_length(ModelSpec& m, const std::string& key_path, const FieldKeys& keys,

@@ -13,11 +13,17 @@
 //               (transformers ignores the field; every published config has 1);
 //   gpt_oss     every layer MoE: num_local_experts experts of intermediate_size with biases, a
 //               router with a bias;
-//   phimoe      as mixtral (PhimoeSparseMoeBlock), 16 experts and top 2 by default.
+//   phimoe      as mixtral (PhimoeSparseMoeBlock), 16 experts and top 2 by default;
+//   llama4_text the layers in moe_layers, by default every interleave_moe_layer_step-th from
+//               step - 1 on, are MoE (Llama4TextMoe): num_local_experts routed experts (16) and
+//               one shared expert, all of intermediate_size, top num_experts_per_tok (1), a
+//               router without bias; the other layers' MLP is intermediate_size_mlp wide
+//               (hf_config.cpp reads it).
 // Routing numerics (softmax or sigmoid scores, the scaling factor, the auxiliary loss
 // coefficients, top-k renormalisation) change no parameter and no GEMM: they are in
 // hf_config.cpp's cost-free list. DeepSeek's group-limited routing (n_group, topk_group) is read:
 // it decides how many nodes a token's experts span, which the flex dispatcher's traffic follows.
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,9 +37,72 @@ bool is_moe_field(const std::string& key) {
       "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
       "experts_per_token", "moe_intermediate_size", "shared_expert_intermediate_size",
       "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
-      "expert_interval", "mlp_only_layers", "moe_num_experts", "moe_top_k"};
+      "expert_interval", "mlp_only_layers", "moe_num_experts", "moe_top_k",
+      "interleave_moe_layer_step", "moe_layers"};
   return contains(fields, key);
 }
+
+namespace {
+
+// Llama4TextConfig's layer pattern: moe_layers lists the MoE layers; without it they are
+// range(step - 1, layers, step) for step = interleave_moe_layer_step (1: every layer; Maverick's
+// 2: every other one, from layer 1).
+void read_llama4_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings) {
+  MoeSpec& e = m.moe;
+  e.num_experts = c.int_or("num_local_experts", 16);
+  e.top_k = c.int_or("num_experts_per_tok", 1);
+  e.expert_ffn_hidden_size = m.ffn_hidden_size;  // intermediate_size
+  e.shared_ffn_hidden_size = m.ffn_hidden_size;  // Llama4TextMLP(config): one shared expert
+  const std::int64_t step = c.int_or("interleave_moe_layer_step", 1);
+  if (step > m.num_layers)
+    throw InputError(c.path("interleave_moe_layer_step"),
+                     "puts no MoE layer in the " + std::to_string(m.num_layers) +
+                         " layers; allowed: 1 to num_hidden_layers");
+  e.first_k_dense = step - 1;
+  e.layer_freq = step;
+  const json* listed = c.get("moe_layers");
+  if (!listed) return;
+  const std::string path = c.path("moe_layers");
+  if (!listed->is_array()) throw InputError(path, "must be a list of layer indices");
+  std::set<std::int64_t> layers;
+  for (std::size_t i = 0; i < listed->size(); ++i) {
+    const std::int64_t layer = read_int((*listed)[i], key_join(path, std::to_string(i)), 0);
+    if (layer >= m.num_layers)
+      throw InputError(key_join(path, std::to_string(i)),
+                       "must be a layer index below num_hidden_layers (" +
+                           std::to_string(m.num_layers) + "), got " + std::to_string(layer));
+    layers.insert(layer);
+  }
+  if (layers.empty()) {  // every layer has the dense MLP
+    e = MoeSpec{};
+    return;
+  }
+  // Exact when the list is range(first, layers, every), the form Llama4TextConfig writes; else
+  // the same count of MoE layers, placed last.
+  const std::int64_t first = *layers.begin();
+  const std::int64_t every = layers.size() > 1 ? *std::next(layers.begin()) - first : 1;
+  bool regular = true;
+  std::int64_t expected = first;
+  for (std::int64_t layer : layers) {
+    regular = regular && layer == expected;
+    expected += every;
+  }
+  regular = regular && expected >= m.num_layers;
+  if (regular) {
+    e.first_k_dense = first;
+    e.layer_freq = every;
+    return;
+  }
+  e.first_k_dense = m.num_layers - static_cast<std::int64_t>(layers.size());
+  e.layer_freq = 1;
+  c.warn(warnings, "moe_layers",
+         "the " + std::to_string(layers.size()) + " listed MoE layers are not evenly spaced to "
+         "the last layer; simulated as the last " + std::to_string(layers.size()) +
+         " layers (zerosim places MoE layers from first_k_dense on, every moe_layer_freq-th): "
+         "the counts are exact, which pipeline stage holds them is not");
+}
+
+}  // namespace
 
 void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings) {
   const std::string& type = c.type();
@@ -47,6 +116,10 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
     e.top_k = k ? read_int(*k, c.path(used)) : (type == "gpt_oss" ? 4 : 2);
     e.expert_ffn_hidden_size = m.ffn_hidden_size;  // intermediate_size is the expert's
     e.router_bias = type == "gpt_oss";
+    return;
+  }
+  if (type == "llama4_text") {
+    read_llama4_moe(c, m, warnings);
     return;
   }
   if (type == "qwen2_moe" || type == "qwen3_moe") {

@@ -186,6 +186,126 @@ TEST(moeModels, DbrxReadsItsNestedConfigs) {
   EXPECT_EQ(error_key(cfg), "model.d_model");
 }
 
+// Llama 4 (transformers' configuration_llama4.py / modeling_llama4.py): the checkpoints' config
+// (model_type llama4) holds the text model in text_config. Per layer from the configs: q and o
+// 5120 x 40 x 128 each, k and v 5120 x 8 x 128 each, two RMSNorms; a MoE layer has its routed
+// experts (gate, up, down: 3 x 5120 x 8192 each), one shared expert of the same shape and a
+// router 5120 x E without bias; a dense layer an MLP of 3 x 5120 x 16384. Scout: 16 experts in
+// every layer; Maverick: 128 experts in the odd layers (interleave_moe_layer_step 2). Untied
+// embedding and head of 202048 x 5120, one final norm. The first and the last three of every
+// four layers attend within chunks of 8192 (the layers with rotary).
+TEST(moeModels, Llama4ReadsItsTextConfig) {
+  const std::int64_t h = 5120, attention = 2 * h * 40 * 128 + 2 * h * 8 * 128 + 2 * h;
+  const std::int64_t expert = 3 * h * 8192, dense = attention + 3 * h * 16384;
+  const std::int64_t ends = 2 * 202048 * h + h;
+  auto moe_layer = [&](std::int64_t experts) { return attention + (experts + 1) * expert + h * experts; };
+  struct Case {
+    const char* file;
+    std::int64_t experts, moe_layers, total, active;
+    double published_total;
+  };
+  for (const Case& l4 :
+       {Case{"llama-4-scout-17b-16e.json", 16, 48, 48 * moe_layer(16) + ends,
+             48 * (moe_layer(16) - 15 * expert) + ends, 109},
+        Case{"llama-4-maverick-17b-128e.json", 128, 24, 24 * moe_layer(128) + 24 * dense + ends,
+             24 * (moe_layer(128) - 127 * expert) + 24 * dense + ends, 400}}) {
+    const Read r = read_config(l4.file);
+    const ParamCounts c = count_params(r.m);
+    EXPECT_EQ(c.total, l4.total) << l4.file;
+    EXPECT_EQ(c.active, l4.active) << l4.file;
+    EXPECT_EQ(r.m.moe.num_experts, l4.experts) << l4.file;
+    EXPECT_EQ(r.m.moe_layer_count(), l4.moe_layers) << l4.file;
+    EXPECT_EQ(r.m.attention_chunk_size, 8192) << l4.file;
+    EXPECT_EQ(r.m.chunked_attention_layers, 36) << l4.file;
+    EXPECT_FALSE(r.m.qk_norm) << l4.file;  // the L2 norm has no weights
+    // Meta's model cards (meta-llama/Llama-4-Scout-17B-16E, -Maverick-17B-128E-Instruct): 17B
+    // active; 109B and 400B total, which also count the vision encoder zerosim leaves out
+    // (Llama4VisionConfig's 34 layers of 1408, under 1B): within 2 % of the text model's.
+    EXPECT_NEAR(static_cast<double>(c.active) / 1e9, 17, 1) << l4.file;
+    EXPECT_NEAR(static_cast<double>(c.total) / 1e9 / l4.published_total, 1.0, 0.02) << l4.file;
+    // Said: the training length, and the vision encoder left out.
+    ASSERT_EQ(r.warnings.size(), 2u) << all_warnings(r);
+    EXPECT_TRUE(warned_on(r, "seq_length")) << all_warnings(r);
+    EXPECT_TRUE(warned_on(r, "vision_config")) << all_warnings(r);
+  }
+  const Read maverick = read_config("llama-4-maverick-17b-128e.json");
+  EXPECT_FALSE(maverick.m.is_moe_layer(0));
+  EXPECT_TRUE(maverick.m.is_moe_layer(1));
+  EXPECT_FALSE(maverick.m.is_moe_layer(46));
+  EXPECT_TRUE(maverick.m.is_moe_layer(47));
+}
+
+// The other ways a Llama 4 config says the same things, and what it may not say.
+TEST(moeModels, Llama4LayerListsAndErrors) {
+  const nlohmann::json scout = nlohmann::json::parse(std::ifstream(
+      std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/llama-4-scout-17b-16e.json"));
+  auto read = [](const nlohmann::json& cfg, std::vector<InputWarning>* w = nullptr) {
+    return model_from_hf_config(cfg, "model", w);
+  };
+  auto error_key = [&](const nlohmann::json& c) {
+    try {
+      read(c);
+    } catch (const InputError& e) {
+      return e.key_path();
+    }
+    return std::string("(accepted)");
+  };
+  // The text model's config on its own (Llama4ForCausalLM checkpoints): the same model.
+  nlohmann::json text = scout["text_config"];
+  EXPECT_EQ(count_params(read(text)).total, count_params(read(scout)).total);
+  // layer_types decides over no_rope_layers; a null chunk size is full attention everywhere.
+  nlohmann::json cfg = scout;
+  cfg["text_config"]["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 48; ++i) cfg["text_config"]["layer_types"].push_back(i < 8 ? "chunked_attention" : "full_attention");
+  EXPECT_EQ(read(cfg).chunked_attention_layers, 8);
+  cfg = scout;
+  cfg["text_config"]["attention_chunk_size"] = nullptr;
+  EXPECT_EQ(read(cfg).attention_chunk_size, 0);
+  // Without the lists: every layer MoE (interleave_moe_layer_step 1), 36 chunked layers
+  // (no_rope_layer_interval 4), as with them.
+  cfg = scout;
+  cfg["text_config"].erase("moe_layers");
+  cfg["text_config"].erase("no_rope_layers");
+  EXPECT_EQ(read(cfg).moe_layer_count(), 48);
+  EXPECT_EQ(read(cfg).chunked_attention_layers, 36);
+  // A moe_layers list that is not every k-th layer to the last: the count kept, said.
+  cfg["text_config"]["moe_layers"] = {0, 1, 5};
+  std::vector<InputWarning> w;
+  EXPECT_EQ(read(cfg, &w).moe_layer_count(), 3);
+  ASSERT_FALSE(w.empty());
+  bool said = false;
+  for (const InputWarning& x : w) said = said || x.key_path == "model.text_config.moe_layers";
+  EXPECT_TRUE(said);
+  cfg["text_config"]["moe_layers"] = {1, 3, 5};  // every other layer, but not to the last
+  EXPECT_EQ(read(cfg).moe_layer_count(), 3);
+  cfg["text_config"]["moe_layers"] = {48};
+  EXPECT_EQ(error_key(cfg), "model.text_config.moe_layers.0");
+  cfg["text_config"]["moe_layers"] = nlohmann::json::array();
+  EXPECT_FALSE(read(cfg).is_moe());
+  cfg["text_config"].erase("moe_layers");
+  cfg["text_config"]["interleave_moe_layer_step"] = 0;
+  EXPECT_EQ(error_key(cfg), "model.text_config.interleave_moe_layer_step");
+  cfg["text_config"]["interleave_moe_layer_step"] = 49;
+  EXPECT_EQ(error_key(cfg), "model.text_config.interleave_moe_layer_step");
+  cfg = scout;
+  cfg["text_config"]["no_rope_layers"] = {1, 0};
+  EXPECT_EQ(error_key(cfg), "model.text_config.no_rope_layers");
+  cfg = scout;
+  cfg["text_config"]["hidden_size"] = 0;
+  EXPECT_EQ(error_key(cfg), "model.text_config.hidden_size");
+  cfg = scout;
+  cfg.erase("text_config");
+  EXPECT_EQ(error_key(cfg), "model.text_config");
+  cfg["text_config"] = 3;
+  EXPECT_EQ(error_key(cfg), "model.text_config");
+  // Llama 4's layer pattern in a dense model_type would lose the experts: refused.
+  const nlohmann::json llama = nlohmann::json::parse(
+      std::ifstream(std::string(ZEROSIM_SOURCE_DIR) + "/tests/model/hf_configs/llama-3-8b.json"));
+  cfg = llama;
+  cfg["interleave_moe_layer_step"] = 2;
+  EXPECT_EQ(error_key(cfg), "model.interleave_moe_layer_step");
+}
+
 // DeepSeek-V3: 3 dense layers then 58 MoE layers; MLA; the multi-token-prediction module is not
 // read from the config (transformers does not train it) and the reader says so.
 TEST(moeModels, DeepSeekV3LayersAndMla) {
