@@ -10,9 +10,11 @@ namespace {
 
 using json = nlohmann::json;
 
-// The cluster fields a case may give (the preset and its size; the NIC count of a variant).
+// The cluster fields a case may give (the preset and its size; the NIC count of a variant; the
+// GPUs of the job that share one NVLink domain, where its launcher places fewer in a rack than
+// the rack holds: NeMo's --segment on GB200 NVL72).
 const std::vector<std::string> kCaseClusterFields = {"preset", "num_gpus", "nodes",
-                                                     "nics_per_node"};
+                                                     "nics_per_node", "nvlink_domain_gpus"};
 
 const json& require(const json& obj, const std::string& key, const std::string& path) {
   if (!obj.is_object()) throw InputError(path, "expected an object");
