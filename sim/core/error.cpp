@@ -4,8 +4,32 @@
 
 namespace zerosim {
 
+namespace {
+
+// The message is one line of text whatever the input held: a control character a user's value or
+// key carries (a NUL, which what() would stop at; a newline) is written as its JSON escape,
+// \u0000.
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 InputError::InputError(std::string key_path, const std::string& message)
-    : std::runtime_error(key_path.empty() ? message : key_path + ": " + message),
+    : std::runtime_error(printable(key_path.empty() ? message : key_path + ": " + message)),
       key_path_(std::move(key_path)) {}
 
 static std::size_t edit_distance(const std::string& a, const std::string& b) {

@@ -50,6 +50,8 @@ class CliDir {
               "cluster": {"preset": "dgx-a100-80gb", "num_gpus": 8},
               "parallel": {"tp": 4}})");
     write(dir_ / "ds_bad.json", "{\"zero_optimization\": {\"stage\": 2}");
+    // A NUL and a newline inside a value: the message stays one whole line.
+    write(dir_ / "control_chars.json", R"({"parallel": {"framework": "meg\u0000a\ntron"}})");
     write(dir_ / "ds_unknown.json", R"({"zero_optimization": {"stage": 2, "overlap_com": true}})");
     write(dir_ / "ds_both.json", R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
     write(dir_ / "tiny.json",
@@ -134,6 +136,8 @@ const BadInput kBadInputs[] = {
     {"unknown_ds_zero_key", "simulate --deepspeed ds_unknown.json", "zero_optimization.overlap_com",
      "did you mean 'overlap_comm'"},
     {"fp16_and_bf16", "simulate --deepspeed ds_both.json", "fp16", "bf16"},
+    {"control_characters_in_a_value", "simulate control_chars.json", "parallel.framework",
+     "'meg\\u0000a\\u000atron'"},
     {"does_not_fit", "simulate --model gpt3-175b --zero 0 --tp 1 --pp 1 --set parallel.virtual_stages=1 --nodes 2 --gbs 32", "memory", "--allow-oom"},
     {"memory_command_bad_key", "memory --set zero.stage=9", "zero.stage"},
     {"set_without_equals", "simulate --set zero.stage", "--set", "KEY=VALUE"},
