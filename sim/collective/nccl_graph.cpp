@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "sim/cluster/topology.h"
 #include "sim/core/error.h"
@@ -80,21 +81,22 @@ void place_ranks(const ClusterSpec& c, std::span<const std::int32_t> ranks, Comm
       }
     }
   }
-  std::vector<int> domain_ids;
+  // Domain -> its NCCL node index: one lookup per rank, so that a group of a million ranks over
+  // a hundred thousand domains is not a quadratic search.
+  std::unordered_map<int, int> node_of_domain;
+  node_of_domain.reserve(ranks.size());
   std::vector<int> per_node;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const int d = ranks[i] / domain;
-    auto it = std::find(domain_ids.begin(), domain_ids.end(), d);
-    int ni = static_cast<int>(it - domain_ids.begin());
-    if (it == domain_ids.end()) {
-      domain_ids.push_back(d);
+    const auto [it, added] =
+        node_of_domain.try_emplace(ranks[i] / domain, static_cast<int>(per_node.size()));
+    if (added) {
       per_node.push_back(0);
       m.node_first.push_back(static_cast<int>(i));
     }
-    m.node_index.push_back(ni);
-    ++per_node[ni];
+    m.node_index.push_back(it->second);
+    ++per_node[it->second];
   }
-  m.n_nodes = static_cast<int>(domain_ids.size());
+  m.n_nodes = static_cast<int>(per_node.size());
   m.ppn = m.n_ranks > 0 ? *std::max_element(per_node.begin(), per_node.end()) : 0;
 }
 
@@ -124,15 +126,18 @@ void read_links(const ClusterSpec& c, std::span<const std::int32_t> ranks, const
   m.inter_max_bw = std::min(nic, pci);
   if (m.n_nodes > 1) {
     // NICs on the PCIe switches of the communicator's GPUs, per NCCL node; the least of them.
+    // One pass over the ranks, each (node, NIC) filed under its NCCL node, then counted.
+    std::vector<std::vector<std::pair<int, int>>> nics(static_cast<std::size_t>(m.n_nodes));
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const int node = ranks[i] / c.gpus_per_node;
+      for (int n : local_nics_of(c, ranks[i] % c.gpus_per_node))
+        nics[static_cast<std::size_t>(m.node_index[i])].push_back({node, n});
+    }
     int least = std::numeric_limits<int>::max();
-    for (int ni = 0; ni < m.n_nodes; ++ni) {
-      std::set<std::pair<int, int>> nics;
-      for (std::size_t i = 0; i < ranks.size(); ++i) {
-        if (m.node_index[i] != ni) continue;
-        const int node = ranks[i] / c.gpus_per_node;
-        for (int n : local_nics_of(c, ranks[i] % c.gpus_per_node)) nics.insert({node, n});
-      }
-      least = std::min(least, static_cast<int>(nics.size()));
+    for (auto& node_nics : nics) {
+      std::sort(node_nics.begin(), node_nics.end());
+      const auto distinct = std::unique(node_nics.begin(), node_nics.end()) - node_nics.begin();
+      least = std::min(least, static_cast<int>(distinct));
     }
     m.nics = least;
     if (m.nics < 1) {
