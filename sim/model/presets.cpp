@@ -176,6 +176,29 @@ ModelSpec gpt_oss_120b() {
   return m;
 }
 
+// Llama 4 Scout and Maverick (meta-llama/Llama-4-Scout-17B-16E and -Maverick-17B-128E config.json,
+// modeling_llama4.py): 48 layers of 5120, 40 query heads of 128 and 8 KV heads, routed experts of
+// 8192 with top 1 and one shared expert of 8192, dense layers of 16384, vocab 202048, untied;
+// Scout 16 experts in every layer, Maverick 128 in every other one (layers 1, 3, ...); chunked
+// attention of 8192 in the 36 layers with rotary. Training length 8192, as NeMo's Llama4Config
+// pre-trains them (nemo/collections/llm/gpt/model/llama.py at 7a8f1cc7, seq_length 8192).
+ModelSpec llama4(const std::string& name, std::int64_t experts, std::int64_t every,
+                 std::int64_t max_positions, const std::string& checkpoint) {
+  MoeSpec e;
+  e.num_experts = experts;
+  e.top_k = 1;
+  e.expert_ffn_hidden_size = 8192;
+  e.shared_ffn_hidden_size = 8192;
+  e.first_k_dense = every - 1;
+  e.layer_freq = every;
+  ModelSpec m = moe_llama(name, 48, 5120, 40, 8, 16384, 202048, 8192, max_positions, e,
+                          "Meta, Llama 4 model card and meta-llama/" + checkpoint +
+                              " config.json; training length as NeMo's Llama4Config");
+  m.attention_chunk_size = 8192;
+  m.chunked_attention_layers = 36;
+  return m;
+}
+
 const std::vector<ModelSpec>& presets() {
   static const std::vector<ModelSpec> table = {
       // Table 2.1 prints n_heads = 24 with d_head = 128 for GPT-3 XL; 24 does not divide 2048, so
@@ -204,6 +227,8 @@ const std::vector<ModelSpec>& presets() {
       deepseek_v3(),
       qwen3_235b(),
       gpt_oss_120b(),
+      llama4("llama4-scout", 16, 1, 10485760, "Llama-4-Scout-17B-16E"),
+      llama4("llama4-maverick", 128, 2, 1048576, "Llama-4-Maverick-17B-128E-Instruct"),
   };
   return table;
 }

@@ -599,7 +599,9 @@ TEST(moeModels, PresetsEqualTheirConfigs) {
                         Case{"mixtral-8x22b", "mixtral-8x22b-v0.1.json"},
                         Case{"deepseek-v3", "deepseek-v3.json"},
                         Case{"qwen3-235b-a22b", "qwen3-235b-a22b.json"},
-                        Case{"gpt-oss-120b", "gpt-oss-120b.json"}}) {
+                        Case{"gpt-oss-120b", "gpt-oss-120b.json"},
+                        Case{"llama4-scout", "llama-4-scout-17b-16e.json"},
+                        Case{"llama4-maverick", "llama-4-maverick-17b-128e.json"}}) {
     ModelSpec preset = model_preset(c.preset, "model");
     ModelSpec config = read_config(c.file).m;
     config.name = preset.name;
