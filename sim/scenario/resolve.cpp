@@ -372,6 +372,19 @@ void pipeline_rules(Scenario& s, const Given& given) {
                         m.sliding_window_layers > 0 && m.sliding_window_layers < m.num_layers;
   const bool chunked = m.attention_chunk_size > 0 && m.attention_chunk_size < m.seq_length &&
                        m.chunked_attention_layers > 0 && m.chunked_attention_layers < m.num_layers;
+  // Megatron-core has no chunked attention; NeMo's Llama 4 layer (Llama4SelfAttention,
+  // nemo/collections/llm/gpt/model/llama4_utils.py at v2.4.0) cuts every layer's queries and keys
+  // into chunks once the sequence is longer than one, the layers without rotary too.
+  if (p.framework == Framework::Megatron && m.attention_chunk_size > 0 &&
+      m.attention_chunk_size < m.seq_length && m.chunked_attention_layers > 0 &&
+      m.chunked_attention_layers < m.num_layers) {
+    s.warnings.push_back(
+        {"model.chunked_attention_layers",
+         std::to_string(m.chunked_attention_layers) + " of " + std::to_string(m.num_layers) +
+             " layers attend within chunks of " + std::to_string(m.attention_chunk_size) +
+             " tokens, as the model says; with framework megatron, NeMo's Llama 4 layer chunks "
+             "every layer and Megatron-LM none (it has no chunked attention)"});
+  }
   if (p.pp > 1 && (windowed || chunked)) {
     s.warnings.push_back(
         {"parallel.pp",

@@ -403,6 +403,17 @@ TEST(parallelPipeline, WindowInSomeLayersIsAveragedAndSaidWithStages) {
             std::string::npos) << c.warnings[0].message;
   chunked["model"]["chunked_attention_layers"] = 0;
   EXPECT_TRUE(resolve_scenario(chunked).warnings.empty());
+  // Under Megatron, whose frameworks chunk every layer (NeMo) or none (Megatron-LM), some layers
+  // chunked is said on the model's key, stages or not.
+  json megatron = pipeline_doc(1, 8, 1, "1f1b");
+  megatron["parallel"]["framework"] = "megatron";
+  megatron["model"]["attention_chunk_size"] = 32;
+  megatron["model"]["chunked_attention_layers"] = 12;
+  const Scenario w = resolve_scenario(megatron);
+  ASSERT_EQ(w.warnings.size(), 1u);
+  EXPECT_EQ(w.warnings[0].key_path, "model.chunked_attention_layers");
+  megatron["model"]["chunked_attention_layers"] = 0;
+  EXPECT_TRUE(resolve_scenario(megatron).warnings.empty());
 }
 
 TEST(parallelPipeline, ZeroBubbleRefusesWhatItDoesNotSimulate) {
