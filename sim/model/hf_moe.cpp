@@ -44,6 +44,23 @@ bool is_moe_field(const std::string& key) {
 
 namespace {
 
+// A config's list of layer indices (Qwen's mlp_only_layers, Llama 4's moe_layers), each below
+// num_hidden_layers.
+std::set<std::int64_t> read_layer_list(const json& list, const std::string& path,
+                                       std::int64_t num_layers) {
+  if (!list.is_array()) throw InputError(path, "must be a list of layer indices");
+  std::set<std::int64_t> layers;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::int64_t layer = read_int(list[i], key_join(path, std::to_string(i)), 0);
+    if (layer >= num_layers)
+      throw InputError(key_join(path, std::to_string(i)),
+                       "must be a layer index below num_hidden_layers (" +
+                           std::to_string(num_layers) + "), got " + std::to_string(layer));
+    layers.insert(layer);
+  }
+  return layers;
+}
+
 // Llama4TextConfig's layer pattern: moe_layers lists the MoE layers; without it they are
 // range(step - 1, layers, step) for step = interleave_moe_layer_step (1: every layer; Maverick's
 // 2: every other one, from layer 1).
@@ -62,17 +79,7 @@ void read_llama4_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warni
   e.layer_freq = step;
   const json* listed = c.get("moe_layers");
   if (!listed) return;
-  const std::string path = c.path("moe_layers");
-  if (!listed->is_array()) throw InputError(path, "must be a list of layer indices");
-  std::set<std::int64_t> layers;
-  for (std::size_t i = 0; i < listed->size(); ++i) {
-    const std::int64_t layer = read_int((*listed)[i], key_join(path, std::to_string(i)), 0);
-    if (layer >= m.num_layers)
-      throw InputError(key_join(path, std::to_string(i)),
-                       "must be a layer index below num_hidden_layers (" +
-                           std::to_string(m.num_layers) + "), got " + std::to_string(layer));
-    layers.insert(layer);
-  }
+  const std::set<std::int64_t> layers = read_layer_list(*listed, c.path("moe_layers"), m.num_layers);
   if (layers.empty()) {  // every layer has the dense MLP
     e = MoeSpec{};
     return;
@@ -150,16 +157,7 @@ void read_hf_moe(HfConfig& c, ModelSpec& m, std::vector<InputWarning>& warnings)
     // configs carry), the same counts placed first otherwise (said).
     if (const json* dense = c.get("mlp_only_layers")) {
       const std::string path = c.path("mlp_only_layers");
-      if (!dense->is_array()) throw InputError(path, "must be a list of layer indices");
-      std::set<std::int64_t> listed;
-      for (std::size_t i = 0; i < dense->size(); ++i) {
-        const std::int64_t layer = read_int((*dense)[i], key_join(path, std::to_string(i)), 0);
-        if (layer >= m.num_layers)
-          throw InputError(key_join(path, std::to_string(i)),
-                           "must be a layer index below num_hidden_layers (" +
-                               std::to_string(m.num_layers) + "), got " + std::to_string(layer));
-        listed.insert(layer);
-      }
+      const std::set<std::int64_t> listed = read_layer_list(*dense, path, m.num_layers);
       std::int64_t moved = 0;  // MoE positions the list turns dense
       for (std::int64_t layer : listed) moved += (layer + 1) % every == 0 ? 1 : 0;
       const std::int64_t moe_positions = m.num_layers / every;
