@@ -449,24 +449,24 @@ ModelSpec from_object(const json& obj, const std::string& key_path,
   set_bool("embedding_norm", m.embedding_norm);
   set_int("head_dim", m.attention_head_dim);
   set_int("layer_norms", m.layer_norms);
+  // A count of layers with a limited attention span (0: every layer), which needs that span.
+  auto set_layer_count = [&](const char* k, std::int64_t& field, const char* span,
+                             std::int64_t span_value) {
+    if (const json* v = at(k)) {
+      if (span_value == 0)
+        throw InputError(path(k), std::string("counts the layers that attend within ") + span +
+                                      ": needs " + span);
+      const std::int64_t x = read_int(*v, path(k), 0);
+      overridden = overridden || x != field;
+      field = x;
+    }
+  };
   set_int("sliding_window", m.sliding_window);
-  if (const json* v = at("sliding_window_layers")) {
-    if (m.sliding_window == 0)
-      throw InputError(path("sliding_window_layers"),
-                       "counts the layers that attend within sliding_window: needs sliding_window");
-    const std::int64_t x = read_int(*v, path("sliding_window_layers"), 0);
-    overridden = overridden || x != m.sliding_window_layers;
-    m.sliding_window_layers = x;
-  }
+  set_layer_count("sliding_window_layers", m.sliding_window_layers, "sliding_window",
+                  m.sliding_window);
   set_int("attention_chunk_size", m.attention_chunk_size);
-  if (const json* v = at("chunked_attention_layers")) {
-    if (m.attention_chunk_size == 0)
-      throw InputError(path("chunked_attention_layers"),
-                       "counts the layers that attend within chunks: needs attention_chunk_size");
-    const std::int64_t x = read_int(*v, path("chunked_attention_layers"), 0);
-    overridden = overridden || x != m.chunked_attention_layers;
-    m.chunked_attention_layers = x;
-  }
+  set_layer_count("chunked_attention_layers", m.chunked_attention_layers, "attention_chunk_size",
+                  m.attention_chunk_size);
   set_bool("qk_norm", m.qk_norm);
   set_bool("qk_norm_projection", m.qk_norm_projection);
   set_bool("attention_sinks", m.attention_sinks);
