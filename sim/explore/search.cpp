@@ -35,7 +35,8 @@ std::string gib(std::int64_t bytes) {
 std::string describe(const Candidate& c) {
   return "tp " + std::to_string(c.tp) + ", pp " + std::to_string(c.pp) +
          (c.virtual_stages > 1 ? " x" + std::to_string(c.virtual_stages) : "") + ", dp " +
-         std::to_string(c.dp) + ", ZeRO-" + std::to_string(c.zero) + ", mbs " +
+         std::to_string(c.dp) + (c.ep > 1 ? ", ep " + std::to_string(c.ep) : "") + ", ZeRO-" +
+         std::to_string(c.zero) + ", mbs " +
          std::to_string(c.mbs) + ", recompute " + c.recompute;
 }
 
@@ -282,8 +283,12 @@ SearchOutcome run_search(const SearchOptions& o) {
       out.gpus % cp.get<std::int64_t>() == 0) {
     out.cp = cp.get<int>();
   }
+  // An MoE model's expert-parallel degree is searched unless --set holds it.
+  const bool ep_given = base.contains("parallel") && base.at("parallel").contains("ep");
+  out.varies_ep = model.is_moe() && !ep_given;
   out.all = enumerate_candidates(o, static_cast<int>(model.num_attention_heads), model.num_layers,
-                                 cluster.gpus_per_node, out.gpus, out.cp);
+                                 cluster.gpus_per_node, out.gpus, out.cp,
+                                 out.varies_ep ? model.moe.num_experts : 0);
   out.candidates = out.all.size();
   Search search(o, base, out, cluster.gpu.hbm_bytes);
   if (o.exhaustive) {
@@ -327,6 +332,9 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
                 out.candidates, out.invalid, out.does_not_fit, gib(out.memory_limit).c_str(),
                 pruned.c_str(), out.simulated, o.exhaustive ? " (exhaustive)" : " in full");
   s += line;
+  if (out.varies_ep)
+    s += "  ep: the expert-parallel degree, searched (a layout with tp > 1 and ep > 1 runs "
+         "sequence parallelism, as Megatron-core requires)\n\n";
   if (out.ranked.empty()) {
     std::string within;
     for (const DegreeFlag& d : kDegreeFlags) {
@@ -336,17 +344,21 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
     }
     return s + "  no configuration fits" + within + "\n";
   }
-  std::snprintf(line, sizeof line, "%4s %3s %3s %2s %5s %4s %4s %4s %-9s %9s %11s %8s %6s %9s\n",
-                "rank", "tp", "pp", "vs", "dp", "zero", "mbs", "gas", "recompute", "step_s",
-                "tokens/s", "TFLOP/s", "MFU%", "gpu_GiB");
+  // An "ep" column where the search varied the expert-parallel degree.
+  const std::string ep_head = out.varies_ep ? "   ep" : "";
+  std::snprintf(line, sizeof line, "%4s %3s %3s %2s %5s%s %4s %4s %4s %-9s %9s %11s %8s %6s %9s\n",
+                "rank", "tp", "pp", "vs", "dp", ep_head.c_str(), "zero", "mbs", "gas", "recompute",
+                "step_s", "tokens/s", "TFLOP/s", "MFU%", "gpu_GiB");
   s += line;
   const std::size_t n = std::min<std::size_t>(out.ranked.size(), static_cast<std::size_t>(o.top));
   for (std::size_t i = 0; i < n; ++i) {
     const Candidate& c = out.ranked[i].config;
     const StepReport& r = out.ranked[i].report;
+    char ep[16] = "";
+    if (out.varies_ep) std::snprintf(ep, sizeof ep, " %4d", c.ep);
     std::snprintf(line, sizeof line,
-                  "%4zu %3d %3d %2d %5d %4d %4d %4lld %-9s %9.4f %11.0f %8.1f %6.1f %9.2f\n", i + 1,
-                  c.tp, c.pp, c.virtual_stages, c.dp, c.zero, c.mbs, static_cast<long long>(c.gas),
+                  "%4zu %3d %3d %2d %5d%s %4d %4d %4lld %-9s %9.4f %11.0f %8.1f %6.1f %9.2f\n", i + 1,
+                  c.tp, c.pp, c.virtual_stages, c.dp, ep, c.zero, c.mbs, static_cast<long long>(c.gas),
                   c.recompute.c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu,
                   100 * r.mfu, static_cast<double>(r.device_peak) / (1024.0 * 1024 * 1024));
     s += line;
@@ -396,6 +408,7 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
               {"max_tp", given(o.max_tp)},
               {"max_pp", given(o.max_pp)},
               {"cp", out.cp},
+              {"ep_searched", out.varies_ep},
               {"seq_length", o.seq_length ? json(o.seq_length) : json(nullptr)},
               {"zero_stages", o.zero_stages},
               {"memory_headroom", o.memory_headroom},
@@ -425,6 +438,7 @@ json search_json(const SearchOptions& o, const SearchOutcome& out) {
                         {"pp", c.pp},
                         {"virtual_stages", c.virtual_stages},
                         {"dp", c.dp},
+                        {"ep", c.ep},
                         {"zero_stage", c.zero},
                         {"micro_batch_size", c.mbs},
                         {"gradient_accumulation_steps", c.gas},

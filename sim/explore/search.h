@@ -77,7 +77,9 @@ struct SearchOptions {
 };
 
 struct Candidate {
-  int tp = 1, pp = 1, dp = 1, virtual_stages = 1, zero = 0, mbs = 1;
+  // ep: the expert-parallel degree of an MoE model's layouts (1 for a dense model, or the one a
+  // --set of parallel.ep holds fixed).
+  int tp = 1, pp = 1, dp = 1, virtual_stages = 1, zero = 0, mbs = 1, ep = 1;
   std::int64_t gas = 1;
   std::string recompute = "none";
 };
@@ -100,6 +102,9 @@ struct SearchResult {
 struct SearchOutcome {
   int gpus = 0;
   int cp = 1;  // the context-parallel degree a --set of parallel.cp holds fixed
+  // An MoE model whose expert-parallel degree the search varies (no --set of parallel.ep): each
+  // layout's ep divides the experts and dp x cp.
+  bool varies_ep = false;
   std::int64_t memory_limit = 0;  // bytes a layout's peak may reach: (1 - headroom) x HBM
   std::size_t candidates = 0, invalid = 0, does_not_fit = 0, pruned = 0, simulated = 0;
   // Layouts that fit the GPU but not the headroom (by the screen, or the full simulation).
@@ -125,8 +130,11 @@ double parse_headroom(const std::string& text);
 // The enumerated candidates (structurally possible splits within the constraints; the scenario
 // checks come later), in the order ties are broken by. InputError naming the constraint when
 // the constraints leave none. With context parallelism cp (held fixed), dp = GPUs / (tp x pp x cp).
+// With `experts` > 0 (an MoE model whose ep is not fixed), each split is tried at every
+// expert-parallel degree that divides both the experts and dp x cp.
 std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, std::int64_t layers,
-                                            int gpus_per_node, int gpus, int cp = 1);
+                                            int gpus_per_node, int gpus, int cp = 1,
+                                            std::int64_t experts = 0);
 
 SearchOutcome run_search(const SearchOptions& o);
 

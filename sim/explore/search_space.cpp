@@ -77,8 +77,19 @@ std::vector<int> pp_values(const SearchOptions& o, std::int64_t layers) {
   return divisors(layers, o.max_pp ? o.max_pp : 16);
 }
 
+// The expert-parallel degrees of a split: every divisor of the experts that divides dp x cp (an
+// EP group is ep consecutive ranks of the data- and context-parallel ones); 1 for a dense model.
+std::vector<int> ep_values(std::int64_t experts, int dp_cp) {
+  if (experts <= 0) return {1};
+  std::vector<int> out;
+  for (int ep : divisors(experts, dp_cp)) {
+    if (dp_cp % ep == 0) out.push_back(ep);
+  }
+  return out;
+}
+
 std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::int64_t layers,
-                                        int gpus_per_node, int gpus, int cp) {
+                                        int gpus_per_node, int gpus, int cp, std::int64_t experts) {
   std::vector<Candidate> out;
   for (int tp : tp_values(o, heads, gpus_per_node)) {
     for (int pp : pp_values(o, layers)) {
@@ -86,6 +97,7 @@ std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::
       const int dp = gpus / (tp * pp * cp);
       if (o.global_batch_size % dp != 0) continue;
       const std::int64_t per_dp = o.global_batch_size / dp;
+      for (int ep : ep_values(experts, dp * cp))
       for (int vs : {1, 2}) {
         if (vs > 1 && (pp == 1 || layers % (static_cast<std::int64_t>(pp) * vs) != 0)) continue;
         for (int zero : o.zero_stages) {
@@ -101,6 +113,7 @@ std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::
               c.mbs = mbs;
               c.gas = per_dp / mbs;
               c.recompute = rc;
+              c.ep = ep;
               out.push_back(c);
             }
           }
@@ -199,6 +212,12 @@ json candidate_document(json doc, const Candidate& c, std::int64_t gas, const ch
   p["pp"] = c.pp;
   p["virtual_stages"] = c.virtual_stages;
   p["recompute"] = c.recompute;
+  if (c.ep > 1) {
+    p["ep"] = c.ep;
+    // Megatron-core runs MoE with TP only under sequence parallelism: such a layout gets it
+    // unless --set says otherwise (which the scenario checks then refuse).
+    if (c.tp > 1 && !p.contains("sequence_parallel")) p["sequence_parallel"] = true;
+  }
   p.erase("dp");
   doc["zero"]["stage"] = c.zero;
   json& t = doc["training"];
@@ -239,9 +258,10 @@ double parse_headroom(const std::string& text) {
 }
 
 std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, std::int64_t layers,
-                                            int gpus_per_node, int gpus, int cp) {
+                                            int gpus_per_node, int gpus, int cp,
+                                            std::int64_t experts) {
   check_degrees(o, heads, layers, gpus);
-  std::vector<Candidate> out = enumerate_within(o, heads, layers, gpus_per_node, gpus, cp);
+  std::vector<Candidate> out = enumerate_within(o, heads, layers, gpus_per_node, gpus, cp, experts);
   if (!out.empty()) return out;
   const std::string split = cp > 1 ? "tp x pp x cp (cp " + std::to_string(cp) + ")" : "tp x pp";
   const std::string why = "with " + std::to_string(gpus) + " GPUs and a global batch of " +
@@ -258,7 +278,7 @@ std::vector<Candidate> enumerate_candidates(const SearchOptions& o, int heads, s
     SearchOptions relaxed = o;
     relaxed.*d.field = 0;
     const std::vector<Candidate> without =
-        enumerate_within(relaxed, heads, layers, gpus_per_node, gpus, cp);
+        enumerate_within(relaxed, heads, layers, gpus_per_node, gpus, cp, experts);
     if (without.empty()) continue;
     culprits.push_back(given.back());
     culprit_flag = d.flag;

@@ -3,6 +3,7 @@
 // that changes nothing, and the bottleneck in its output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -342,6 +343,43 @@ TEST(SearchConstraints, ExpertParallelismIsKeptFixed) {
   for (const SearchResult& r : out.ranked) EXPECT_GT(r.report.comm_bytes_per_gpu[3], 0);
   o.sets = {"parallel.ep=3"};
   expect_refused(o, "parallel.ep", "every candidate layout was rejected");
+}
+
+// An MoE model's expert-parallel degree is searched: every layout's ep divides the experts and
+// the data-parallel ranks. Mixtral 8x7B's 46.7B parameters take 93 GB in bf16, more than an H100
+// holds, so at tp 1 and pp 1 only layouts that spread the experts (ep >= 2) can fit.
+TEST(Search, AnMoeModelsExpertParallelismIsSearched) {
+  SearchOptions o = search_of("mixtral-8x7b", "dgx-h100", 2, 32);
+  o.zero_stages = {1};
+  o.tp = 1;
+  o.pp = 1;
+  o.top = 3;
+  const SearchOutcome out = run_search(o);
+  EXPECT_TRUE(out.varies_ep);
+  std::vector<int> eps;
+  for (const Candidate& c : out.all) {
+    EXPECT_EQ(8 % c.ep, 0);
+    EXPECT_EQ(c.dp % c.ep, 0);
+    if (std::find(eps.begin(), eps.end(), c.ep) == eps.end()) eps.push_back(c.ep);
+  }
+  std::sort(eps.begin(), eps.end());
+  EXPECT_EQ(eps, (std::vector<int>{1, 2, 4, 8}));
+  ASSERT_FALSE(out.ranked.empty());
+  for (const SearchResult& r : out.ranked) {
+    EXPECT_GE(r.config.ep, 2);
+    EXPECT_GT(r.report.comm_bytes_per_gpu[3], 0);  // tokens exchanged over the EP groups
+  }
+  const json j = search_json(o, out);
+  EXPECT_EQ(j["constraints"]["ep_searched"], true);
+  EXPECT_EQ(j["top"][0]["ep"], out.ranked[0].config.ep);
+  EXPECT_NE(search_text(o, out).find(" ep zero"), std::string::npos);
+  // A dense model keeps ep 1 and its table as it was.
+  SearchOptions dense = llama7b_one_node();
+  dense.top = 1;
+  const SearchOutcome d = run_search(dense);
+  EXPECT_FALSE(d.varies_ep);
+  for (const Candidate& c : d.all) EXPECT_EQ(c.ep, 1);
+  EXPECT_EQ(search_text(dense, d).find(" ep zero"), std::string::npos);
 }
 
 TEST(SearchHeadroom, PercentagesAndFractions) {
