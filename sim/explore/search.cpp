@@ -357,9 +357,9 @@ std::string search_text(const SearchOptions& o, const SearchOutcome& out) {
     char ep[16] = "";
     if (out.varies_ep) std::snprintf(ep, sizeof ep, " %4d", c.ep);
     std::snprintf(line, sizeof line,
-                  "%4zu %3d %3d %2d %5d%s %4d %4d %4lld %-9s %9.4f %11.0f %8.1f %6.1f %9.2f\n", i + 1,
-                  c.tp, c.pp, c.virtual_stages, c.dp, ep, c.zero, c.mbs, static_cast<long long>(c.gas),
-                  c.recompute.c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu,
+                  "%4zu %3d %3d %2d %5d%s %4d %4d %4lld %-9s %9.4f %11.0f %8.1f %6.1f %9.2f\n",
+                  i + 1, c.tp, c.pp, c.virtual_stages, c.dp, ep, c.zero, c.mbs,
+                  static_cast<long long>(c.gas), c.recompute.c_str(), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu,
                   100 * r.mfu, static_cast<double>(r.device_peak) / (1024.0 * 1024 * 1024));
     s += line;
   }

@@ -97,24 +97,26 @@ std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::
       const int dp = gpus / (tp * pp * cp);
       if (o.global_batch_size % dp != 0) continue;
       const std::int64_t per_dp = o.global_batch_size / dp;
-      for (int ep : ep_values(experts, dp * cp))
+      const std::vector<int> eps = ep_values(experts, dp * cp);
       for (int vs : {1, 2}) {
         if (vs > 1 && (pp == 1 || layers % (static_cast<std::int64_t>(pp) * vs) != 0)) continue;
         for (int zero : o.zero_stages) {
           for (int mbs : {1, 2, 4, 8}) {
             if (per_dp % mbs != 0) continue;
             for (const char* rc : {"none", "selective", "full"}) {
-              Candidate c;
-              c.tp = tp;
-              c.pp = pp;
-              c.dp = dp;
-              c.virtual_stages = vs;
-              c.zero = zero;
-              c.mbs = mbs;
-              c.gas = per_dp / mbs;
-              c.recompute = rc;
-              c.ep = ep;
-              out.push_back(c);
+              for (int ep : eps) {
+                Candidate c;
+                c.tp = tp;
+                c.pp = pp;
+                c.dp = dp;
+                c.virtual_stages = vs;
+                c.zero = zero;
+                c.mbs = mbs;
+                c.gas = per_dp / mbs;
+                c.recompute = rc;
+                c.ep = ep;
+                out.push_back(c);
+              }
             }
           }
         }

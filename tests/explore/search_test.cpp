@@ -35,7 +35,8 @@ SearchOptions llama7b_one_node() {
 
 std::string key_of(const Candidate& c) {
   return std::to_string(c.tp) + "/" + std::to_string(c.pp) + "/" +
-         std::to_string(c.virtual_stages) + "/" + std::to_string(c.dp) + "/" +
+         std::to_string(c.virtual_stages) + "/" + std::to_string(c.dp) + "/ep" +
+         std::to_string(c.ep) + "/" +
          std::to_string(c.zero) + "/" + std::to_string(c.mbs) + "/" + c.recompute;
 }
 
@@ -119,6 +120,14 @@ void expect_pruned_equals_exhaustive(SearchOptions o, const std::string& what) {
 
 TEST(SearchPruning, EqualsExhaustiveOnOneH100Node) {
   expect_pruned_equals_exhaustive(llama7b_one_node(), "llama2-7b, 8 H100, ZeRO 1 and 3");
+}
+
+TEST(SearchPruning, EqualsExhaustiveOverExpertParallelDegrees) {
+  // Mixtral 8x7B on 16 H100: ep 1-8 at every split; most layouts do not fit.
+  SearchOptions o = search_of("mixtral-8x7b", "dgx-h100", 2, 64);
+  o.zero_stages = {1};
+  o.top = 5;
+  expect_pruned_equals_exhaustive(o, "mixtral-8x7b, 16 H100, ep searched");
 }
 
 TEST(SearchPruning, EqualsExhaustiveWhereMemoryIsTightAndPipelinesMatter) {
