@@ -1,5 +1,6 @@
 #include "sim/explore/bottleneck.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -72,6 +73,37 @@ std::string pp_advice(const Scenario& s) {
   }
   o.push_back(at_most("PP", p.pp / 2) + " (fewer stage boundaries)");
   return "try " + or_list(o);
+}
+
+// An MoE layer's all-to-alls. An expert-parallel group occupies ep_dp_span() x tp consecutive
+// GPUs; past an NVLink domain its exchanges cross the NICs.
+std::string ep_advice(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  std::vector<std::string> o;
+  const int domain = s.cluster.nvlink_domain_gpus;
+  const bool leaves_domain = s.ep_dp_span() * p.tp > domain;
+  if (leaves_domain) {
+    o.push_back(at_most("EP", std::max(1, domain / p.tp)) +
+                " (each expert group inside an NVLink domain, its all-to-alls off the NICs)");
+  }
+  if (p.framework == Framework::Megatron) {
+    if (leaves_domain && p.moe_token_dispatcher_type != MoeDispatcher::Flex && p.etp <= 1) {
+      o.push_back("parallel.moe_token_dispatcher_type=flex (each token crosses the network once "
+                  "per node)");
+    }
+    if (!p.overlap_moe_expert_parallel_comm) {
+      o.push_back("parallel.overlap_moe_expert_parallel_comm=true (the all-to-alls behind the "
+                  "other micro-batch's compute; with pipeline stages it needs virtual stages)");
+    }
+  }
+  if (!leaves_domain) o.push_back(at_most("EP", p.ep / 2) + " (fewer ranks in each all-to-all)");
+  return "try " + or_list(o);
+}
+
+// Context parallelism's exchanges of keys and values (or its all-to-alls), which grow with cp.
+std::string cp_advice(const Scenario& s) {
+  return "try " + at_most("CP", s.parallel.cp / 2) +
+         " (each layer exchanges keys and values over the CP group)";
 }
 
 std::string bubble_advice(const Scenario& s) {
@@ -180,6 +212,9 @@ Bottleneck find_bottleneck(const Scenario& s, const StepReport& r) {
       {"dp_communication", "DP communication ", " exposed", b.exposed_by_group[0], dp_advice},
       {"tp_communication", "TP communication ", " exposed", b.exposed_by_group[1], tp_advice},
       {"pp_communication", "pipeline sends ", " exposed", b.exposed_by_group[2], pp_advice},
+      {"ep_communication", "expert all-to-alls ", " exposed", b.exposed_by_group[3], ep_advice},
+      {"cp_communication", "context-parallel exchanges ", " exposed", b.exposed_by_group[4],
+       cp_advice},
       {"pipeline_bubble", "pipeline bubble ", "", b.bubble_s, bubble_advice},
       {"offload", "waits for offloaded host work (CPU optimizer step, copies) ", "", b.offload_s,
        offload_advice},

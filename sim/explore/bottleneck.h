@@ -19,8 +19,8 @@ namespace zerosim::explore {
 inline constexpr double kComputeBoundShare = 0.05;
 
 struct Bottleneck {
-  // "dp_communication", "tp_communication", "pp_communication", "pipeline_bubble", "offload"
-  // or "compute".
+  // "dp_communication", "tp_communication", "pp_communication", "ep_communication",
+  // "cp_communication", "pipeline_bubble", "offload", "comm_overhead" or "compute".
   std::string component;
   double seconds = 0;  // the component's time in the step (compute: forward+backward+optimizer)
   double share = 0;    // seconds / step time

@@ -112,6 +112,33 @@ TEST(Bottleneck, LargestExposedComponentWithItsRemedy) {
   EXPECT_NE(lists.advice.find("zero.stage3_implementation"), std::string::npos) << lists.advice;
 }
 
+// An MoE model's exposed all-to-alls: with expert groups past an NVLink domain (EP 16 at TP 1 on
+// 8-GPU H100 nodes) the remedy keeps them inside one, or sends each token once per node (the
+// flex dispatcher), or overlaps them; inside a domain, a smaller EP.
+TEST(Bottleneck, ExpertAllToAllsWithTheirRemedy) {
+  auto moe = [](const json& parallel) {
+    json doc = {{"model", "gpt-oss-120b"},
+                {"cluster", {{"preset", "dgx-h100"}, {"nodes", 4}}},
+                {"parallel", parallel},
+                {"zero", {{"stage", 1}}},
+                {"training", {{"global_batch_size", 256}, {"micro_batch_size", 1}}}};
+    return resolve_scenario(doc);
+  };
+  StepReport r = report(10, 0.1, 0, 0, 0, 0);
+  r.breakdown.exposed_by_group[3] = 2.0;
+  const Bottleneck wide = find_bottleneck(moe({{"framework", "megatron"}, {"ep", 16}}), r);
+  EXPECT_EQ(wide.component, "ep_communication");
+  EXPECT_EQ(wide.text().rfind("expert all-to-alls 2.00 s exposed, 20 % of the step: try EP <= 8",
+                              0),
+            0u)
+      << wide.text();
+  EXPECT_NE(wide.advice.find("moe_token_dispatcher_type=flex"), std::string::npos) << wide.advice;
+  EXPECT_NE(wide.advice.find("overlap_moe_expert_parallel_comm=true"), std::string::npos);
+  const Bottleneck narrow = find_bottleneck(moe({{"framework", "megatron"}, {"ep", 8}}), r);
+  EXPECT_EQ(narrow.advice.find("flex"), std::string::npos) << narrow.advice;
+  EXPECT_NE(narrow.advice.find("EP <= 4"), std::string::npos) << narrow.advice;
+}
+
 TEST(Bottleneck, ComputeBoundWhenEveryOverheadIsSmall) {
   const Bottleneck b = find_bottleneck(scenario({{"recompute", "full"}}),
                                        report(10, 0.4, 0.3, 0, 0.2, 0));
