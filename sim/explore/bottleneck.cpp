@@ -87,7 +87,9 @@ std::string ep_advice(const Scenario& s) {
                 " (each expert group inside an NVLink domain, its all-to-alls off the NICs)");
   }
   if (p.framework == Framework::Megatron) {
-    if (leaves_domain && p.moe_token_dispatcher_type != MoeDispatcher::Flex && p.etp <= 1) {
+    // The flex dispatcher needs expert TP 1: as the simulation splits the experts
+    // (Scenario::expert_tp; parallel.etp 1 whose EP groups cannot span the TP ranks runs as tp).
+    if (leaves_domain && p.moe_token_dispatcher_type != MoeDispatcher::Flex && s.expert_tp() == 1) {
       o.push_back("parallel.moe_token_dispatcher_type=flex (each token crosses the network once "
                   "per node)");
     }

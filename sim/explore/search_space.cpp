@@ -88,6 +88,33 @@ std::vector<int> ep_values(std::int64_t experts, int dp_cp) {
   return out;
 }
 
+// Every candidate of one split (tp, pp, dp): virtual stages, ZeRO stages, micro-batches,
+// recomputation and expert-parallel degrees, in that order of nesting.
+void add_split(const SearchOptions& o, std::int64_t layers, const Candidate& split,
+               std::int64_t per_dp, const std::vector<int>& eps, std::vector<Candidate>& out) {
+  for (int vs : {1, 2}) {
+    if (vs > 1 && (split.pp == 1 || layers % (static_cast<std::int64_t>(split.pp) * vs) != 0))
+      continue;
+    for (int zero : o.zero_stages) {
+      for (int mbs : {1, 2, 4, 8}) {
+        if (per_dp % mbs != 0) continue;
+        for (const char* rc : {"none", "selective", "full"}) {
+          for (int ep : eps) {
+            Candidate c = split;
+            c.virtual_stages = vs;
+            c.zero = zero;
+            c.mbs = mbs;
+            c.gas = per_dp / mbs;
+            c.recompute = rc;
+            c.ep = ep;
+            out.push_back(c);
+          }
+        }
+      }
+    }
+  }
+}
+
 std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::int64_t layers,
                                         int gpus_per_node, int gpus, int cp, std::int64_t experts) {
   std::vector<Candidate> out;
@@ -96,31 +123,11 @@ std::vector<Candidate> enumerate_within(const SearchOptions& o, int heads, std::
       if (gpus % (tp * pp * cp) != 0) continue;
       const int dp = gpus / (tp * pp * cp);
       if (o.global_batch_size % dp != 0) continue;
-      const std::int64_t per_dp = o.global_batch_size / dp;
-      const std::vector<int> eps = ep_values(experts, dp * cp);
-      for (int vs : {1, 2}) {
-        if (vs > 1 && (pp == 1 || layers % (static_cast<std::int64_t>(pp) * vs) != 0)) continue;
-        for (int zero : o.zero_stages) {
-          for (int mbs : {1, 2, 4, 8}) {
-            if (per_dp % mbs != 0) continue;
-            for (const char* rc : {"none", "selective", "full"}) {
-              for (int ep : eps) {
-                Candidate c;
-                c.tp = tp;
-                c.pp = pp;
-                c.dp = dp;
-                c.virtual_stages = vs;
-                c.zero = zero;
-                c.mbs = mbs;
-                c.gas = per_dp / mbs;
-                c.recompute = rc;
-                c.ep = ep;
-                out.push_back(c);
-              }
-            }
-          }
-        }
-      }
+      Candidate split;
+      split.tp = tp;
+      split.pp = pp;
+      split.dp = dp;
+      add_split(o, layers, split, o.global_batch_size / dp, ep_values(experts, dp * cp), out);
     }
   }
   return out;

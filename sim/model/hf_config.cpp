@@ -408,11 +408,11 @@ ModelSpec parse_typed(const json& cfg, const std::string& origin, const std::str
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3";
   if (family == HfFamily::LlamaLike && !mla) {
     // Class defaults: 256 (Gemma), 64 (GptOssConfig), 128 (Llama4TextConfig, whose explicit
-    // null is hidden / heads).
-    const std::int64_t fallback = gemma_type(type)              ? 256
-                                  : type == "gpt_oss"           ? 64
-                                  : type == "llama4_text" && !c.has("head_dim") ? 128
-                                                                : 0;
+    // null is hidden / heads); 0 is hidden / heads.
+    std::int64_t fallback = 0;
+    if (gemma_type(type)) fallback = 256;
+    if (type == "gpt_oss") fallback = 64;
+    if (type == "llama4_text" && !c.has("head_dim")) fallback = 128;
     m.attention_head_dim = c.int_or("head_dim", fallback);
     normalize_head_dim(m);
   }

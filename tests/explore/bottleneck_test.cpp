@@ -134,6 +134,11 @@ TEST(Bottleneck, ExpertAllToAllsWithTheirRemedy) {
       << wide.text();
   EXPECT_NE(wide.advice.find("moe_token_dispatcher_type=flex"), std::string::npos) << wide.advice;
   EXPECT_NE(wide.advice.find("overlap_moe_expert_parallel_comm=true"), std::string::npos);
+  // Experts split by TP (expert TP = tp 2, the default): the flex dispatcher cannot run them.
+  const Bottleneck split = find_bottleneck(
+      moe({{"framework", "megatron"}, {"tp", 2}, {"sequence_parallel", true}, {"ep", 16}}), r);
+  EXPECT_EQ(split.component, "ep_communication");
+  EXPECT_EQ(split.advice.find("flex"), std::string::npos) << split.advice;
   const Bottleneck narrow = find_bottleneck(moe({{"framework", "megatron"}, {"ep", 8}}), r);
   EXPECT_EQ(narrow.advice.find("flex"), std::string::npos) << narrow.advice;
   EXPECT_NE(narrow.advice.find("EP <= 4"), std::string::npos) << narrow.advice;
